@@ -1,0 +1,10 @@
+"""The built-in problems, installed as `t2t_keras.problems`.
+
+The registry imports this package on its first lookup; the import list below is the whole
+catalog. Add a module here to add problems.
+"""
+
+if __name__ != "t2t_keras.problems":
+    # From the repo root `import problems` would load a second copy that registers every
+    # problem again; only the installed name is valid (run `pip install -e .` first).
+    raise ImportError(f"import this catalog as t2t_keras.problems, not {__name__!r}")

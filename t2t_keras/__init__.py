@@ -1,0 +1,40 @@
+"""t2t-keras: the Transformer of "Attention Is All You Need" on TensorFlow 2 / Keras 3.
+
+Keras 3 runs here on the TensorFlow backend only: tf.data, tf.distribute, tensorflow_text
+and TF Serving are part of the design. Importing the package selects that backend, and
+refuses to run if Keras was already set up with another one.
+"""
+
+import importlib
+import os
+import sys
+
+__version__ = "0.1.0"
+
+_backend = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+if _backend != "tensorflow":
+    raise ImportError(
+        f"t2t_keras needs the Keras TensorFlow backend, but KERAS_BACKEND={_backend!r}; "
+        "unset it or set KERAS_BACKEND=tensorflow."
+    )
+if "keras" in sys.modules and sys.modules["keras"].backend.backend() != "tensorflow":
+    raise ImportError(
+        "t2t_keras needs the Keras TensorFlow backend, but keras was imported with backend "
+        f"{sys.modules['keras'].backend.backend()!r}; import t2t_keras first or set "
+        "KERAS_BACKEND=tensorflow."
+    )
+
+from t2t_keras import registry  # noqa: E402  (light: no TensorFlow import)
+
+_LAZY_SUBPACKAGES = ("layers", "models", "training")
+
+
+def __getattr__(name):
+    # `t2t_keras.models.Transformer` works after a bare `import t2t_keras`, without paying
+    # for TensorFlow when only the registries are used (e.g. `--registry_help`).
+    if name in _LAZY_SUBPACKAGES:
+        return importlib.import_module(f"t2t_keras.{name}")
+    raise AttributeError(f"module 't2t_keras' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "registry", *_LAZY_SUBPACKAGES]

@@ -1,0 +1,224 @@
+"""HParams: the one typed, frozen configuration of a model and its training recipe.
+
+Named sets (see `t2t_keras.hparams`) are small functions deriving from a parent with
+`dataclasses.replace`. Users override fields with the `--hparams="a=1,b=2"` syntax, parsed
+by each field's declared type (never `eval`). Run settings (output dir, number of steps,
+distribution) are flags of the CLIs, not hparams.
+
+Every field belongs to a group: "model" fields fix the architecture (a checkpoint only
+restores into the same values), "training" fields are the recipe (optimizer, schedule,
+regularisation, batching) and may change between runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import typing
+from typing import Literal
+
+from t2t_keras.errors import UsageError
+
+MODEL = "model"
+TRAINING = "training"
+
+
+def _field(default, group: str, help: str):
+    return dataclasses.field(default=default, metadata={"group": group, "help": help})
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """Architecture and training recipe of a Transformer; defaults = the paper's base model."""
+
+    # --- architecture (section 3, Table 3) ---
+    model: str = _field("transformer", MODEL, "registered model class to build")
+    num_hidden_layers: int = _field(6, MODEL, "N: layers in the encoder and in the decoder")
+    hidden_size: int = _field(512, MODEL, "d_model")
+    filter_size: int = _field(2048, MODEL, "d_ff: inner size of the position-wise FFN")
+    num_heads: int = _field(8, MODEL, "h: attention heads")
+    attention_key_depth: int = _field(0, MODEL, "d_k per head; 0 = hidden_size / num_heads")
+    attention_value_depth: int = _field(0, MODEL, "d_v per head; 0 = hidden_size / num_heads")
+    positional_encoding: Literal["sinusoid", "learned"] = _field(
+        "sinusoid", MODEL, "sinusoid (section 3.5) or learned position embeddings (Table 3 row E)"
+    )
+    max_position: int = _field(
+        1024, MODEL, "positions a learned position table holds (and the longest decode)"
+    )
+    norm_type: Literal["post", "pre"] = _field(
+        "post", MODEL, "post: LayerNorm(x + Dropout(f(x))) as published; pre: x + Dropout(f(LayerNorm(x)))"
+    )
+    layer_norm_epsilon: float = _field(1e-6, MODEL, "epsilon of every LayerNorm")
+    shared_embedding_and_softmax_weights: bool = _field(
+        True, MODEL, "one matrix for source and target embeddings and the pre-softmax projection"
+    )
+    # --- regularisation (section 5.4) ---
+    layer_prepostprocess_dropout: float = _field(
+        0.1, TRAINING, "P_drop: residual dropout on sub-layer outputs and embedding sums"
+    )
+    attention_dropout: float = _field(0.0, TRAINING, "dropout on attention weights (t2t extra)")
+    relu_dropout: float = _field(0.0, TRAINING, "dropout on the FFN's ReLU output (t2t extra)")
+    label_smoothing: float = _field(0.1, TRAINING, "eps_ls")
+    # --- optimizer and schedule (section 5.3) ---
+    adam_beta1: float = _field(0.9, TRAINING, "Adam beta1")
+    adam_beta2: float = _field(0.98, TRAINING, "Adam beta2")
+    adam_epsilon: float = _field(1e-9, TRAINING, "Adam epsilon")
+    learning_rate: float = _field(
+        1.0, TRAINING, "multiplier of d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"
+    )
+    learning_rate_warmup_steps: int = _field(4000, TRAINING, "warmup_steps")
+    # --- batching (section 5.1) ---
+    batch_size: int = _field(4096, TRAINING, "tokens per replica per step (source or target)")
+    max_length: int = _field(256, TRAINING, "training pairs longer than this (in tokens) are dropped")
+
+    def validated(self) -> "HParams":
+        """Self, after checking the values fit together; a one-line UsageError otherwise."""
+        problems = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+                problems.append(f"{field.name}={value} must not be negative")
+        for name in ("num_hidden_layers", "hidden_size", "filter_size", "num_heads", "max_position"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive")
+        if self.num_heads > 0 and 0 in (self.attention_key_depth, self.attention_value_depth):
+            if self.hidden_size % self.num_heads:
+                problems.append(
+                    f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}; "
+                    "set attention_key_depth and attention_value_depth"
+                )
+        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                problems.append(f"{name}={getattr(self, name)} must be in [0, 1)")
+        if problems:
+            raise UsageError("invalid hparams: " + "; ".join(problems))
+        return self
+
+    @property
+    def key_depth(self) -> int:
+        """d_k per head."""
+        return self.attention_key_depth or self.hidden_size // self.num_heads
+
+    @property
+    def value_depth(self) -> int:
+        """d_v per head."""
+        return self.attention_value_depth or self.hidden_size // self.num_heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "hparams") -> "HParams":
+        """Typed construction from a dict (e.g. a saved hparams.json); unknown keys rejected."""
+        kwargs = {}
+        for key, value in values.items():
+            field = _field_named(key, source)
+            kwargs[key] = _check_type(field, value, source)
+        return cls(**kwargs).validated()
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "hparams.json") -> "HParams":
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{source}: not valid JSON ({e}); rewrite it or delete it.") from None
+        if not isinstance(values, dict):
+            raise UsageError(f"{source}: expected a JSON object of hparams.")
+        return cls.from_dict(values, source)
+
+    def differences(self, other: "HParams", group: str | None = None) -> list[str]:
+        """'name: mine -> other' for each field that differs (optionally one group only)."""
+        return [
+            f"{f.name}: {getattr(self, f.name)!r} -> {getattr(other, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if (group is None or f.metadata["group"] == group)
+            and getattr(self, f.name) != getattr(other, f.name)
+        ]
+
+
+def field_names(group: str | None = None) -> list[str]:
+    return [f.name for f in dataclasses.fields(HParams) if group is None or f.metadata["group"] == group]
+
+
+def describe_fields() -> str:
+    """Help text: one line per field with its type, group and meaning."""
+    hints = typing.get_type_hints(HParams)
+    return "\n".join(
+        f"  {f.name} ({_type_name(hints[f.name])}, {f.metadata['group']}): {f.metadata['help']}"
+        for f in dataclasses.fields(HParams)
+    )
+
+
+def apply_overrides(hparams: HParams, overrides: str) -> HParams:
+    """`hparams` with the `--hparams` string "a=1,b=2" applied, each value parsed by type."""
+    changes = {}
+    for item in (part.strip() for part in overrides.split(",")):
+        if not item:
+            continue
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise UsageError(f"--hparams: {item!r} is not name=value; write e.g. --hparams=\"num_heads=16\".")
+        field = _field_named(key, "--hparams")
+        changes[key] = _parse_value(field, text.strip())
+    return dataclasses.replace(hparams, **changes)
+
+
+def _field_named(key: str, source: str) -> dataclasses.Field:
+    fields = {f.name: f for f in dataclasses.fields(HParams)}
+    if key not in fields:
+        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(f"{source}: unknown hparam {key!r}; {hint}valid: {', '.join(fields)}.")
+    return fields[key]
+
+
+def _parse_value(field: dataclasses.Field, text: str):
+    kind = typing.get_type_hints(HParams)[field.name]
+    where = f"--hparams: {field.name}={text!r}"
+    if typing.get_origin(kind) is Literal:
+        if text not in typing.get_args(kind):
+            raise UsageError(f"{where} is not one of {', '.join(typing.get_args(kind))}.")
+        return text
+    if kind is bool:
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise UsageError(f"{where} is not a bool; use true or false.")
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise UsageError(f"{where} is not an int.") from None
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise UsageError(f"{where} is not a float.") from None
+    return text
+
+
+def _check_type(field: dataclasses.Field, value, source: str):
+    kind = typing.get_type_hints(HParams)[field.name]
+    where = f"{source}: {field.name}={value!r}"
+    if typing.get_origin(kind) is Literal:
+        if value not in typing.get_args(kind):
+            raise UsageError(f"{where} is not one of {', '.join(typing.get_args(kind))}.")
+        return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise UsageError(f"{where} should be of type {kind.__name__}.")
+    return value
+
+
+def _type_name(kind) -> str:
+    if typing.get_origin(kind) is Literal:
+        return "|".join(typing.get_args(kind))
+    return kind.__name__

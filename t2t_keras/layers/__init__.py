@@ -1,0 +1,20 @@
+"""Keras 3 layers of the Transformer, one concept per module."""
+
+from t2t_keras.layers.attention import MultiHeadAttention
+from t2t_keras.layers.decoder_block import DecoderBlock
+from t2t_keras.layers.embedding import SharedEmbedding
+from t2t_keras.layers.encoder_block import EncoderBlock
+from t2t_keras.layers.feed_forward import FeedForward
+from t2t_keras.layers.position import LearnedPositionEmbedding, SinusoidalPositionEncoding
+from t2t_keras.layers.residual import ResidualNorm
+
+__all__ = [
+    "DecoderBlock",
+    "EncoderBlock",
+    "FeedForward",
+    "LearnedPositionEmbedding",
+    "MultiHeadAttention",
+    "ResidualNorm",
+    "SharedEmbedding",
+    "SinusoidalPositionEncoding",
+]

@@ -1,0 +1,134 @@
+"""Multi-head scaled dot-product attention with a fixed-size key/value cache."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class MultiHeadAttention(keras.layers.Layer):
+    """softmax(Q K^T / sqrt(d_k)) V over `num_heads` heads, then W^O (section 3.2).
+
+    Projections have no biases, as in the paper's equations. The attention softmax runs in
+    float32 whatever the compute dtype, and masked logits get the dtype's most negative
+    finite value, so a fully masked row never yields NaN.
+
+    Args:
+      num_heads: h.
+      key_depth: d_k, per head (queries and keys).
+      value_depth: d_v, per head.
+      output_dim: size of W^O's output; default: the query's last dimension.
+      dropout: rate of dropout on the attention weights (a tensor2tensor extra).
+
+    Masks are boolean, True = attend, broadcastable to [batch, queries, keys].
+
+    Incremental decoding keeps keys and values of earlier positions in fixed-size caches
+    `[batch, max_length, num_heads, depth]` (`init_cache`), written at `cache_index` by
+    `call_with_cache`; static shapes let one graph serve tf.function, XLA and SavedModel.
+    Cross-attention projects the encoder output once (`project_memory`) and then calls
+    `attend` at every step.
+
+    Example:
+      attention = MultiHeadAttention(num_heads=8, key_depth=64, value_depth=64)
+      y = attention(x, memory=x, attention_mask=mask)   # self-attention
+
+    Reference: Vaswani et al., 2017, "Attention Is All You Need", section 3.2.
+    """
+
+    def __init__(self, num_heads, key_depth, value_depth, output_dim=None, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        for name, value in (("num_heads", num_heads), ("key_depth", key_depth), ("value_depth", value_depth)):
+            if int(value) <= 0:
+                raise ValueError(f"MultiHeadAttention: {name} must be positive, got {value}.")
+        self.num_heads = int(num_heads)
+        self.key_depth = int(key_depth)
+        self.value_depth = int(value_depth)
+        self.output_dim = output_dim
+        self.dropout = float(dropout)
+
+    def build(self, query_shape, memory_shape=None):
+        query_dim = query_shape[-1]
+        memory_dim = query_dim if memory_shape is None else memory_shape[-1]
+        output_dim = self.output_dim or query_dim
+
+        def projection(name, heads_depth, input_dim):
+            layer = keras.layers.EinsumDense(
+                "btd,dhk->bthk",
+                output_shape=(None, self.num_heads, heads_depth),
+                kernel_initializer="glorot_uniform",
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            layer.build((None, None, input_dim))
+            return layer
+
+        self.query_dense = projection("query", self.key_depth, query_dim)
+        self.key_dense = projection("key", self.key_depth, memory_dim)
+        self.value_dense = projection("value", self.value_depth, memory_dim)
+        self.output_dense = keras.layers.EinsumDense(
+            "bthk,hkd->btd",
+            output_shape=(None, output_dim),
+            kernel_initializer="glorot_uniform",
+            dtype=self.dtype_policy,
+            name="output",
+        )
+        self.output_dense.build((None, None, self.num_heads, self.value_depth))
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def call(self, query, memory=None, attention_mask=None, training=None):
+        """Attention of `query` [B, Lq, d] over `memory` [B, Lk, d] (default: query itself)."""
+        keys, values = self.project_memory(query if memory is None else memory)
+        return self.attend(query, keys, values, attention_mask, training)
+
+    def project_memory(self, memory):
+        """Keys [B, L, h, d_k] and values [B, L, h, d_v] of `memory` [B, L, d]."""
+        return self.key_dense(memory), self.value_dense(memory)
+
+    def attend(self, query, keys, values, attention_mask=None, training=None):
+        """Attention of `query` [B, Lq, d] over already projected keys and values."""
+        queries = self.query_dense(query) * ops.cast(self.key_depth**-0.5, self.compute_dtype)
+        logits = ops.einsum("bqhk,bthk->bhqt", queries, keys)
+        logits = ops.cast(logits, "float32")
+        if attention_mask is not None:
+            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [B, 1, Lq, Lk]
+            logits = ops.where(mask, logits, ops.cast(-3.0e38, "float32"))
+        weights = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
+        weights = self.dropout_layer(weights, training=training)
+        context = ops.einsum("bhqt,bthv->bqhv", weights, values)
+        return self.output_dense(context)
+
+    def init_cache(self, batch_size, max_length):
+        """Zero key and value caches [B, max_length, h, d_k] and [B, max_length, h, d_v]."""
+        keys = ops.zeros((batch_size, max_length, self.num_heads, self.key_depth), self.compute_dtype)
+        values = ops.zeros((batch_size, max_length, self.num_heads, self.value_depth), self.compute_dtype)
+        return keys, values
+
+    def call_with_cache(self, query, key_cache, value_cache, cache_index, attention_mask=None):
+        """Self-attention of the step `query` [B, 1, d] at position `cache_index`.
+
+        Writes the step's key and value into the caches at `cache_index` and attends over
+        the whole cache; `attention_mask` [B or 1, 1, max_length] must hide positions after
+        `cache_index` (see `masks.cache_causal_mask`).
+
+        Returns:
+          (output [B, 1, d], updated key_cache, updated value_cache)
+        """
+        step_keys, step_values = self.project_memory(query)
+        start = (0, cache_index, 0, 0)
+        key_cache = ops.slice_update(key_cache, start, ops.cast(step_keys, key_cache.dtype))
+        value_cache = ops.slice_update(value_cache, start, ops.cast(step_values, value_cache.dtype))
+        outputs = self.attend(query, key_cache, value_cache, attention_mask, training=False)
+        return outputs, key_cache, value_cache
+
+    def compute_output_shape(self, query_shape, memory_shape=None):
+        return (*query_shape[:-1], self.output_dim or query_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            key_depth=self.key_depth,
+            value_depth=self.value_depth,
+            output_dim=self.output_dim,
+            dropout=self.dropout,
+        )
+        return config

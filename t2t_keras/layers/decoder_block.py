@@ -1,0 +1,69 @@
+"""One decoder layer: causal self-attention, encoder-decoder attention, FFN (section 3.1)."""
+
+import keras
+
+from t2t_keras.layers.attention import MultiHeadAttention
+from t2t_keras.layers.encoder_block import EncoderBlock
+from t2t_keras.layers.residual import ResidualNorm
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class DecoderBlock(EncoderBlock):
+    """An encoder block with encoder-decoder attention between self-attention and FFN.
+
+    Takes the same arguments as `EncoderBlock`. Two ways to run it:
+      * `call`: all target positions at once (teacher forcing), with a causal
+        `self_attention_mask` [1, T, T] (`masks.causal_mask`).
+      * `call_with_cache`: one position at a time, reusing the keys and values of earlier
+        positions from a fixed-size cache and the projected encoder output
+        (`project_memory`), which gives the same outputs as `call` at that position.
+
+    `memory_mask` is bool [B, 1, S], True on real source tokens (`masks.key_padding_mask`).
+    """
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.cross_attention = MultiHeadAttention(
+            self.num_heads, self.key_depth, self.value_depth, dropout=self.attention_dropout,
+            dtype=self.dtype_policy, name="cross_attention",
+        )
+        self.cross_attention.build(input_shape, input_shape)
+        self.cross_attention_residual = ResidualNorm(
+            norm_type=self.norm_type, dropout=self.dropout, epsilon=self.layer_norm_epsilon,
+            dtype=self.dtype_policy, name="cross_attention_residual",
+        )
+        self.cross_attention_residual.build(input_shape)
+
+    def call(self, inputs, memory, self_attention_mask=None, memory_mask=None, training=None):
+        x = self.self_attention_residual.prepare(inputs)
+        x = self.self_attention(x, attention_mask=self_attention_mask, training=training)
+        x = self.self_attention_residual.finish(inputs, x, training)
+        memory_keys, memory_values = self.project_memory(memory)
+        return self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, training)
+
+    def project_memory(self, memory):
+        """The encoder output's cross-attention keys and values, computed once per sentence."""
+        return self.cross_attention.project_memory(memory)
+
+    def call_with_cache(
+        self, inputs, memory_keys, memory_values, memory_mask, key_cache, value_cache, cache_index, self_attention_mask
+    ):
+        """One decoding step: `inputs` [B, 1, d] at position `cache_index`.
+
+        Returns:
+          (outputs [B, 1, d], updated key_cache, updated value_cache)
+        """
+        x = self.self_attention_residual.prepare(inputs)
+        x, key_cache, value_cache = self.self_attention.call_with_cache(
+            x, key_cache, value_cache, cache_index, self_attention_mask
+        )
+        x = self.self_attention_residual.finish(inputs, x, training=False)
+        outputs = self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, False)
+        return outputs, key_cache, value_cache
+
+    def _cross_attention_and_feed_forward(self, x, memory_keys, memory_values, memory_mask, training):
+        y = self.cross_attention_residual.prepare(x)
+        y = self.cross_attention.attend(y, memory_keys, memory_values, memory_mask, training=training)
+        x = self.cross_attention_residual.finish(x, y, training)
+        y = self.feed_forward(self.feed_forward_residual.prepare(x), training=training)
+        return self.feed_forward_residual.finish(x, y, training)

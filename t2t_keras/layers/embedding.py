@@ -1,0 +1,49 @@
+"""Token embeddings scaled by sqrt(d_model), reusable as the pre-softmax projection."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class SharedEmbedding(keras.layers.Layer):
+    """One [vocab_size, d_model] matrix for embedding lookups and output logits (section 3.4).
+
+    `call(ids)` returns table[ids] * sqrt(d_model); `logits(x)` returns x @ table^T, so the
+    same weights serve the source embedding, the target embedding and the pre-softmax
+    linear transformation. Initialised N(0, d_model^-0.5), as tensor2tensor, so the scaled
+    embeddings start with unit variance.
+
+    Args:
+      vocab_size: rows of the table.
+      hidden_size: d_model.
+    """
+
+    def __init__(self, vocab_size, hidden_size, **kwargs):
+        super().__init__(**kwargs)
+        if int(vocab_size) <= 0 or int(hidden_size) <= 0:
+            raise ValueError(f"SharedEmbedding: vocab_size and hidden_size must be positive, got {vocab_size}, {hidden_size}.")
+        self.vocab_size = int(vocab_size)
+        self.hidden_size = int(hidden_size)
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.hidden_size),
+            initializer=keras.initializers.RandomNormal(stddev=self.hidden_size**-0.5),
+        )
+
+    def call(self, ids):
+        vectors = ops.take(self.embeddings, ops.cast(ids, "int32"), axis=0)
+        return ops.cast(vectors, self.compute_dtype) * ops.cast(self.hidden_size**0.5, self.compute_dtype)
+
+    def logits(self, inputs):
+        """[..., d_model] -> [..., vocab_size] with the transposed table."""
+        return ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, self.compute_dtype)))
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape, self.hidden_size)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size)
+        return config

@@ -1,0 +1,26 @@
+"""Boolean attention masks, True = may attend, shaped to broadcast to [batch, queries, keys]."""
+
+from keras import ops
+
+PAD_ID = 0
+
+
+def padding_mask(ids, pad_id: int = PAD_ID):
+    """[B, L] bool: True where `ids` is a real token, False on padding."""
+    return ops.not_equal(ids, pad_id)
+
+
+def key_padding_mask(ids, pad_id: int = PAD_ID):
+    """[B, 1, L] bool: every query may attend to the real (non-padding) keys."""
+    return ops.expand_dims(padding_mask(ids, pad_id), axis=1)
+
+
+def causal_mask(length):
+    """[1, L, L] bool: query i may attend to keys 0..i."""
+    positions = ops.arange(length)
+    return ops.expand_dims(positions[:, None] >= positions[None, :], axis=0)
+
+
+def cache_causal_mask(cache_index, cache_length):
+    """[1, 1, cache_length] bool for one decoding step: keys 0..cache_index are written."""
+    return ops.reshape(ops.arange(cache_length) <= cache_index, (1, 1, cache_length))

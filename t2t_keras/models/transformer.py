@@ -1,0 +1,191 @@
+"""The Transformer encoder-decoder (section 3), built from an HParams and vocabulary sizes."""
+
+from typing import NamedTuple
+
+import keras
+from keras import ops
+
+from t2t_keras.hparams_lib import HParams
+from t2t_keras.layers import masks
+from t2t_keras.layers.decoder_block import DecoderBlock
+from t2t_keras.layers.embedding import SharedEmbedding
+from t2t_keras.layers.encoder_block import EncoderBlock
+from t2t_keras.layers.position import LearnedPositionEmbedding, SinusoidalPositionEncoding
+from t2t_keras.registry import register_model
+
+
+class Encoded(NamedTuple):
+    """What the decoder needs from the encoder."""
+
+    outputs: object  # [B, S, d_model]
+    mask: object  # [B, 1, S] bool, True on real source tokens
+
+
+class DecoderCache(NamedTuple):
+    """State of incremental decoding; every field is a tensor or a tuple of one per layer.
+
+    A flat, fixed structure of fixed-shape tensors, so tf.while_loop and beam search can
+    carry and reorder it with `tf.nest`.
+    """
+
+    keys: tuple  # per layer [B, max_length, h, d_k]: self-attention keys written so far
+    values: tuple  # per layer [B, max_length, h, d_v]
+    memory_keys: tuple  # per layer [B, S, h, d_k]: cross-attention keys of the encoder output
+    memory_values: tuple  # per layer [B, S, h, d_v]
+    memory_mask: object  # [B, 1, S] bool
+
+
+def shift_right(targets):
+    """Decoder inputs for teacher forcing: 0 (the start symbol, also PAD) then targets[:-1]."""
+    return ops.pad(targets, [[0, 0], [1, 0]])[:, :-1]
+
+
+@register_model("transformer")
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class Transformer(keras.Model):
+    """The paper's encoder-decoder Transformer.
+
+    Three separate entry points, each with one return type:
+      * `call({"inputs": src, "targets": tgt})`: teacher-forced logits [B, T, V] in float32,
+        where logits[:, i] predict targets[:, i] from targets[:, :i];
+      * `encode(src)` -> `Encoded`, then `init_cache(encoded, max_length)` -> `DecoderCache`;
+      * `decode_step(ids, index, cache)` -> (logits [B, V], cache): one cached step that
+        feeds token `ids` [B] at position `index` and predicts the next token.
+
+    Token id 0 is padding (and the decoder's start symbol, as in tensor2tensor); source
+    padding is masked everywhere, target padding only needs the causal mask.
+
+    Args:
+      hparams: an `HParams` or its dict (the model group of fields is used).
+      vocab_size: source vocabulary size (and target size unless `target_vocab_size`).
+      target_vocab_size: target vocabulary size when it differs; requires unshared weights.
+    """
+
+    def __init__(self, hparams, vocab_size, target_vocab_size=None, **kwargs):
+        super().__init__(**kwargs)
+        self.hparams = hparams if isinstance(hparams, HParams) else HParams.from_dict(hparams)
+        self.vocab_size = int(vocab_size)
+        self.target_vocab_size = int(target_vocab_size or vocab_size)
+        hp = self.hparams
+        if hp.shared_embedding_and_softmax_weights and self.target_vocab_size != self.vocab_size:
+            raise ValueError(
+                f"shared_embedding_and_softmax_weights needs one vocabulary, got source {self.vocab_size} "
+                f"and target {self.target_vocab_size}; set shared_embedding_and_softmax_weights=false."
+            )
+        dtype = self.dtype_policy
+        self.source_embedding = SharedEmbedding(self.vocab_size, hp.hidden_size, dtype=dtype, name="shared_embedding" if hp.shared_embedding_and_softmax_weights else "source_embedding")
+        if hp.shared_embedding_and_softmax_weights:
+            self.target_embedding = self.source_embedding
+            self.softmax_projection = self.source_embedding
+        else:
+            self.target_embedding = SharedEmbedding(self.target_vocab_size, hp.hidden_size, dtype=dtype, name="target_embedding")
+            self.softmax_projection = SharedEmbedding(self.target_vocab_size, hp.hidden_size, dtype=dtype, name="softmax")
+        if hp.positional_encoding == "learned":
+            self.source_position = LearnedPositionEmbedding(hp.max_position, dtype=dtype, name="source_position")
+            self.target_position = LearnedPositionEmbedding(hp.max_position, dtype=dtype, name="target_position")
+        else:
+            self.source_position = self.target_position = SinusoidalPositionEncoding(dtype=dtype, name="position")
+        block = dict(
+            num_heads=hp.num_heads,
+            key_depth=hp.key_depth,
+            value_depth=hp.value_depth,
+            filter_size=hp.filter_size,
+            dropout=hp.layer_prepostprocess_dropout,
+            attention_dropout=hp.attention_dropout,
+            relu_dropout=hp.relu_dropout,
+            norm_type=hp.norm_type,
+            layer_norm_epsilon=hp.layer_norm_epsilon,
+            dtype=dtype,
+        )
+        self.encoder_blocks = [EncoderBlock(**block, name=f"encoder_{i}") for i in range(hp.num_hidden_layers)]
+        self.decoder_blocks = [DecoderBlock(**block, name=f"decoder_{i}") for i in range(hp.num_hidden_layers)]
+        self.embedding_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout, dtype=dtype)
+        if hp.norm_type == "pre":  # pre-norm stacks end unnormalised: one final LayerNorm each
+            self.encoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="encoder_norm")
+            self.decoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="decoder_norm")
+
+    @classmethod
+    def from_hparams(cls, hparams: HParams, vocab_size: int, target_vocab_size: int | None = None) -> "Transformer":
+        """A built model (weights created, so `count_params()` works)."""
+        model = cls(hparams.validated(), vocab_size, target_vocab_size)
+        ids = ops.ones((1, 2), "int32")
+        model({"inputs": ids, "targets": ids})
+        return model
+
+    @property
+    def num_layers(self) -> int:
+        return self.hparams.num_hidden_layers
+
+    def call(self, features, training=None):
+        encoded = self.encode(features["inputs"], training=training)
+        return self.decode(features["targets"], encoded, training=training)
+
+    def encode(self, inputs, training=None) -> Encoded:
+        """Encoder outputs for source ids [B, S] (0 = padding)."""
+        mask = masks.key_padding_mask(inputs)
+        x = self._embed(self.source_embedding, self.source_position, inputs, 0, training)
+        for block in self.encoder_blocks:
+            x = block(x, attention_mask=mask, training=training)
+        if self.hparams.norm_type == "pre":
+            x = self.encoder_norm(x)
+        return Encoded(x, mask)
+
+    def decode(self, targets, encoded: Encoded, training=None):
+        """Teacher-forced logits [B, T, V] (float32) for target ids [B, T]."""
+        x = self._embed(self.target_embedding, self.target_position, shift_right(targets), 0, training)
+        causal = masks.causal_mask(ops.shape(targets)[1])
+        for block in self.decoder_blocks:
+            x = block(x, encoded.outputs, self_attention_mask=causal, memory_mask=encoded.mask, training=training)
+        return self._logits(x)
+
+    def init_cache(self, encoded: Encoded, max_length) -> DecoderCache:
+        """An empty cache for decoding up to `max_length` target positions."""
+        batch_size = ops.shape(encoded.outputs)[0]
+        keys, values = zip(*(block.self_attention.init_cache(batch_size, max_length) for block in self.decoder_blocks))
+        memory = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
+        return DecoderCache(
+            keys=tuple(keys),
+            values=tuple(values),
+            memory_keys=tuple(k for k, _ in memory),
+            memory_values=tuple(v for _, v in memory),
+            memory_mask=encoded.mask,
+        )
+
+    def decode_step(self, ids, index, cache: DecoderCache):
+        """Feeds `ids` [B] at position `index`; returns (next-token logits [B, V] float32, cache)."""
+        x = self._embed(self.target_embedding, self.target_position, ids[:, None], index, training=False)
+        max_length = ops.shape(cache.keys[0])[1]
+        self_mask = masks.cache_causal_mask(index, max_length)
+        keys, values = [], []
+        for layer, block in enumerate(self.decoder_blocks):
+            x, layer_keys, layer_values = block.call_with_cache(
+                x,
+                cache.memory_keys[layer],
+                cache.memory_values[layer],
+                cache.memory_mask,
+                cache.keys[layer],
+                cache.values[layer],
+                index,
+                self_mask,
+            )
+            keys.append(layer_keys)
+            values.append(layer_values)
+        cache = cache._replace(keys=tuple(keys), values=tuple(values))
+        return self._logits(x)[:, 0, :], cache
+
+    def _embed(self, embedding, position, ids, start_index, training):
+        x = embedding(ids)
+        x = x + position(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def _logits(self, x):
+        if self.hparams.norm_type == "pre":
+            x = self.decoder_norm(x)
+        return ops.cast(self.softmax_projection.logits(x), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hparams=self.hparams.to_dict(), vocab_size=self.vocab_size, target_vocab_size=self.target_vocab_size
+        )
+        return config

@@ -1,0 +1,26 @@
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.layers.embedding import SharedEmbedding
+from tests.testing import run_layer_test
+
+
+def test_layer_contract():
+    run_layer_test(
+        SharedEmbedding,
+        dict(vocab_size=11, hidden_size=8),
+        dict(ids=tf.constant([[1, 2, 3], [4, 0, 10]])),
+        expected_output_shape=(2, 3, 8),
+        expected_num_trainable_weights=1,
+    )
+
+
+def test_lookup_is_scaled_and_logits_use_the_same_matrix():
+    layer = SharedEmbedding(vocab_size=11, hidden_size=16)
+    ids = tf.constant([[3, 7]])
+    table = None
+    vectors = layer(ids).numpy()
+    table = layer.embeddings.numpy()
+    np.testing.assert_allclose(vectors[0], table[[3, 7]] * 4.0, rtol=1e-6)
+    x = np.random.default_rng(0).normal(size=(2, 16)).astype("float32")
+    np.testing.assert_allclose(layer.logits(x).numpy(), x @ table.T, rtol=1e-5, atol=1e-5)
