@@ -108,9 +108,21 @@ class Transformer(keras.Model):
     def from_hparams(cls, hparams: HParams, vocab_size: int, target_vocab_size: int | None = None) -> "Transformer":
         """A built model (weights created, so `count_params()` works)."""
         model = cls(hparams.validated(), vocab_size, target_vocab_size)
-        ids = ops.ones((1, 2), "int32")
-        model({"inputs": ids, "targets": ids})
+        model.build()
         return model
+
+    def build(self, input_shape=None):
+        """Creates every weight; the shapes depend on the hparams only, not on the input."""
+        stream_shape = (None, None, self.hparams.hidden_size)
+        for layer in {id(l): l for l in (self.source_embedding, self.target_embedding, self.softmax_projection)}.values():
+            layer.build()
+        self.source_position.build(stream_shape)
+        self.target_position.build(stream_shape)
+        for block in (*self.encoder_blocks, *self.decoder_blocks):
+            block.build(stream_shape)
+        if self.hparams.norm_type == "pre":
+            self.encoder_norm.build(stream_shape)
+            self.decoder_norm.build(stream_shape)
 
     @property
     def num_layers(self) -> int:

@@ -1,0 +1,36 @@
+import json
+import subprocess
+import sys
+
+from t2t_keras import registry
+from t2t_keras.hparams_lib import HParams
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "t2t_keras.bin.hparams", *args], capture_output=True, text=True)
+
+
+def test_prints_the_resolved_set_as_json():
+    result = _cli("--hparams_set=transformer_big", "--hparams=num_hidden_layers=4")
+    assert result.returncode == 0, result.stderr
+    assert HParams.from_json(result.stdout) == registry.hparams("transformer_big", "num_hidden_layers=4")
+    assert json.loads(result.stdout)["num_hidden_layers"] == 4
+
+
+def test_registry_help_lists_everything():
+    result = _cli("--registry_help")
+    assert result.returncode == 0, result.stderr
+    for line in ("problems:", "hparams sets:", "  transformer_base_learned_pos  Table 3 row E", "models:", "  transformer"):
+        assert line in result.stdout
+
+
+def test_bad_input_is_one_line_and_status_2():
+    for args, message in (
+        (["--hparams_set=transformer_bgi"], "error: unknown hparams set 'transformer_bgi'; did you mean 'transformer_big'"),
+        (["--hparams_set=transformer_big", "--hparams=num_hiden_layers=4"], "error: --hparams: unknown hparam 'num_hiden_layers'; did you mean 'num_hidden_layers'?"),
+        ([], "error: --hparams_set is required"),
+    ):
+        result = _cli(*args)
+        assert result.returncode == 2
+        assert result.stderr.strip().startswith(message), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -1,0 +1,51 @@
+"""The installed layout: catalogs only under t2t_keras, every package listed in pyproject."""
+
+import pathlib
+import subprocess
+import sys
+import tomllib
+import zipfile
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+
+
+def _source_packages():
+    """Every directory with an __init__.py, under its installed name."""
+    mapping = {v: k for k, v in PYPROJECT["tool"]["setuptools"]["package-dir"].items()}
+    found = set()
+    for init in REPO_ROOT.glob("**/__init__.py"):
+        relative = init.parent.relative_to(REPO_ROOT)
+        if relative.parts[0] in ("tests", "build", ".venv") or relative.parts[0].startswith("."):
+            continue
+        top = mapping.get(relative.parts[0], relative.parts[0])
+        found.add(".".join([top, *relative.parts[1:]]))
+    return found
+
+
+def test_every_package_directory_is_listed():
+    assert _source_packages() == set(PYPROJECT["tool"]["setuptools"]["packages"])
+
+
+@pytest.mark.parametrize("catalog", ["problems", "hparams"])
+def test_catalogs_refuse_their_top_level_name(catalog):
+    """From the repo root `import hparams` must fail instead of registering a second copy."""
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {catalog}"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert result.returncode != 0
+    assert f"import this catalog as t2t_keras.{catalog}" in result.stderr
+
+
+def test_wheel_has_only_the_t2t_keras_top_level(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(REPO_ROOT)],
+        check=True, capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("t2t_keras-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_levels = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top_levels == {"t2t_keras"}
+    assert "t2t_keras/hparams/transformer.py" in names and "t2t_keras/problems/__init__.py" in names

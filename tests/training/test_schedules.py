@@ -1,0 +1,35 @@
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from t2t_keras.training.schedules import RsqrtWarmupSchedule
+
+
+def _paper(step, d_model=512, warmup=4000):
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@pytest.mark.parametrize("step", [1, 4000, 100000])
+def test_equals_the_papers_formula(step):
+    schedule = RsqrtWarmupSchedule(hidden_size=512, warmup_steps=4000)
+    # Keras passes the number of updates already applied: the paper's step minus one.
+    np.testing.assert_allclose(float(schedule(step - 1)), _paper(step), rtol=1e-6)
+
+
+def test_peak_at_warmup_and_multiplier():
+    schedule = RsqrtWarmupSchedule(hidden_size=1024, warmup_steps=4000, multiplier=2.0)
+    rates = [float(schedule(s - 1)) for s in (3999, 4000, 4001)]
+    assert rates[1] == max(rates)
+    np.testing.assert_allclose(rates[1], 2.0 * _paper(4000, d_model=1024), rtol=1e-6)
+
+
+def test_drives_a_keras_optimizer_and_serializes():
+    schedule = RsqrtWarmupSchedule(hidden_size=512)
+    optimizer = keras.optimizers.Adam(learning_rate=schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    variable = keras.Variable(1.0)
+    optimizer.apply_gradients([(keras.ops.convert_to_tensor(1.0), variable)])
+    np.testing.assert_allclose(float(optimizer.learning_rate), _paper(2), rtol=1e-6)
+    restored = RsqrtWarmupSchedule.from_config(json.loads(json.dumps(schedule.get_config())))
+    assert float(restored(10)) == float(schedule(10))
