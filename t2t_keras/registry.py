@@ -51,10 +51,14 @@ class Registry(Generic[T]):
         self._loaded = False
 
     def register(self, name: str | None = None) -> Callable[[T], T]:
-        """Decorator registering an object under `name` (default: its `__name__`)."""
+        """Decorator registering an object under `name`.
+
+        The default name is the object's `name` attribute (problem classes declare one) or
+        else its `__name__` (hparams functions).
+        """
 
         def decorator(obj: T) -> T:
-            key = name or obj.__name__
+            key = name or getattr(obj, "name", None) or obj.__name__
             if key in self._entries and self._entries[key] is not obj:
                 raise ValueError(
                     f"{self.kind} {key!r} is already registered (by "

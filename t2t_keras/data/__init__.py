@@ -1,0 +1,1 @@
+"""The data path: text files, SentencePiece vocabularies, TFRecord shards, tf.data batches."""

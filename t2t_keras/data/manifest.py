@@ -1,0 +1,87 @@
+"""The manifest datagen writes last: what a complete data_dir holds, checked before reading.
+
+`{problem}.manifest.json` lists the vocabulary (with its sha256) and every shard (with its
+size in bytes and number of pairs). Its presence means datagen finished; readers compare
+the files against it, so a truncated shard or a replaced vocabulary is reported by name
+instead of surfacing as a wrong model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from t2t_keras.errors import UsageError
+
+FORMAT_VERSION = 1
+
+
+def write(problem, data_dir: str, record: dict) -> None:
+    """Writes the manifest atomically (temp name, then rename)."""
+    path = problem.manifest_path(data_dir)
+    text = json.dumps({"format_version": FORMAT_VERSION, "problem": problem.name, **record}, indent=2, sort_keys=True)
+    with open(path + ".incomplete", "w") as handle:
+        handle.write(text + "\n")
+    os.replace(path + ".incomplete", path)
+
+
+def load(problem, data_dir: str) -> dict:
+    """The manifest, after checking the vocabulary and every shard against it."""
+    fix = f"run t2t-keras-datagen --problem={problem.name} --data_dir={data_dir} first"
+    if not os.path.isdir(data_dir):
+        raise UsageError(f"--data_dir={data_dir} does not exist; {fix}.")
+    path = problem.manifest_path(data_dir)
+    if not os.path.isfile(path):
+        raise UsageError(f"--data_dir={data_dir} has no complete data for {problem.name} (no {os.path.basename(path)}); {fix}.")
+    with open(path) as handle:
+        manifest = json.load(handle)
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise UsageError(f"{path}: written by another version of t2t-keras; rerun t2t-keras-datagen with --overwrite.")
+    vocab_path = problem.vocab_path(data_dir)
+    if not os.path.isfile(vocab_path):
+        raise UsageError(f"{vocab_path} is missing; rerun t2t-keras-datagen --problem={problem.name} with --overwrite.")
+    if sha256_of(vocab_path) != manifest["vocab"]["sha256"]:
+        raise UsageError(
+            f"{vocab_path} does not match the vocabulary the data was encoded with; "
+            "restore it or rerun t2t-keras-datagen with --overwrite."
+        )
+    for split in manifest["splits"].values():
+        for shard in split["files"]:
+            shard_path = os.path.join(data_dir, shard["name"])
+            if not os.path.isfile(shard_path):
+                raise UsageError(f"{shard_path} is missing; rerun t2t-keras-datagen with --overwrite.")
+            if os.path.getsize(shard_path) != shard["bytes"]:
+                raise UsageError(
+                    f"{shard_path} has {os.path.getsize(shard_path)} bytes, the manifest says {shard['bytes']}: "
+                    "truncated or changed; rerun t2t-keras-datagen with --overwrite."
+                )
+    return manifest
+
+
+def is_complete(problem, data_dir: str) -> bool:
+    try:
+        load(problem, data_dir)
+    except UsageError:
+        return False
+    return True
+
+
+def shard_files(problem, data_dir: str, split: str) -> list[str]:
+    """Paths of `split`'s shards, checked against the manifest."""
+    manifest = load(problem, data_dir)
+    if split not in manifest["splits"]:
+        raise UsageError(f"{problem.name} has no split {split!r}; it has {', '.join(manifest['splits'])}.")
+    return [os.path.join(data_dir, shard["name"]) for shard in manifest["splits"][split]["files"]]
+
+
+def file_record(path: str, pairs: int) -> dict:
+    return {"name": os.path.basename(path), "bytes": os.path.getsize(path), "pairs": pairs}
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

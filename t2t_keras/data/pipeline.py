@@ -1,0 +1,70 @@
+"""tf.data over TFRecord shards: parse, filter, bucket by length, batch by a token budget.
+
+As in tensor2tensor, `batch_size` counts tokens, not sentences: pairs are grouped into
+length buckets (boundaries growing by 10%) and each bucket's batch holds as many pairs as
+fit in the budget at the bucket's longest length, so sentences x padded length <= budget
+and little of a batch is padding. Under tf.distribute each replica's pipeline gets its own
+budget (`distribute_datasets_from_function`), so the global batch grows with replicas.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from t2t_keras.data.tfrecords import parse_example
+
+SHUFFLE_BUFFER = 10_000
+MIN_BUCKET_LENGTH = 8
+BUCKET_STEP = 1.1
+
+
+def bucket_boundaries(max_length: int, min_length: int = MIN_BUCKET_LENGTH, step: float = BUCKET_STEP) -> list[int]:
+    """Exclusive upper bounds of the length buckets, ending at max_length + 1."""
+    boundaries, length = [], min_length
+    while length <= max_length:
+        boundaries.append(length)
+        length = max(length + 1, int(length * step))
+    return boundaries + [max_length + 1]
+
+
+def pair_length(example) -> tf.Tensor:
+    """The length that counts against the budget: the longer side of the pair."""
+    return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])
+
+
+def batched_dataset(files, batch_size: int, training: bool, max_length: int = 0, input_context=None, seed=None):
+    """Token-budget batches {"inputs": [B, S], "targets": [B, T]} (int32, 0-padded) from `files`.
+
+    Training reads shards interleaved and shuffled, drops pairs longer than `max_length`
+    (default: the budget) and repeats forever. Otherwise one pass in file order (the
+    bucketing order is deterministic); pairs longer than the budget come one per batch.
+    """
+    max_length = max_length or batch_size
+    if max_length > batch_size:
+        raise ValueError(f"max_length={max_length} exceeds the token budget batch_size={batch_size}.")
+    dataset = tf.data.Dataset.from_tensor_slices(list(files))
+    shard_records = False
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        if len(files) >= input_context.num_input_pipelines:
+            dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        else:
+            shard_records = True
+    if training:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.interleave(
+            tf.data.TFRecordDataset, cycle_length=min(len(files), 8), num_parallel_calls=tf.data.AUTOTUNE
+        )
+    else:
+        dataset = tf.data.TFRecordDataset(dataset)
+    if shard_records:
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    dataset = dataset.map(parse_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+    boundaries = bucket_boundaries(max_length)
+    if training:
+        dataset = dataset.filter(lambda example: pair_length(example) <= max_length)
+        dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True).repeat()
+    batch_sizes = [max(1, batch_size // (upper - 1)) for upper in boundaries] + [1]
+    dataset = dataset.bucket_by_sequence_length(
+        pair_length, boundaries, batch_sizes, pad_to_bucket_boundary=False, drop_remainder=False
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)

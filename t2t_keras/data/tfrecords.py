@@ -1,0 +1,81 @@
+"""TFRecord shards of tf.train.Example {inputs, targets: int64 lists}, written atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator, Sequence
+
+import tensorflow as tf
+
+from t2t_keras.errors import UsageError
+
+FEATURES = ("inputs", "targets")
+TEMP_SUFFIX = ".incomplete"
+
+
+def shard_names(prefix: str, num_shards: int) -> list[str]:
+    """tensor2tensor-style names: prefix-00000-of-00004."""
+    return [f"{prefix}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
+
+
+def serialize_example(inputs: Sequence[int], targets: Sequence[int]) -> bytes:
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
+                "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
+            }
+        )
+    )
+    return example.SerializeToString()
+
+
+@contextlib.contextmanager
+def atomic_shard_writers(paths: Sequence[str]) -> Iterator[list]:
+    """TFRecord writers to `path + TEMP_SUFFIX`, renamed to `path` only when all succeed.
+
+    An exception (or a kill) leaves only `*.incomplete` files, which never look like data;
+    `remove_incomplete` clears them before the next run.
+    """
+    writers = [tf.io.TFRecordWriter(path + TEMP_SUFFIX) for path in paths]
+    try:
+        yield writers
+    except BaseException:
+        for writer, path in zip(writers, paths):
+            writer.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path + TEMP_SUFFIX)
+        raise
+    for writer in writers:
+        writer.close()
+    for path in paths:
+        os.replace(path + TEMP_SUFFIX, path)
+
+
+def remove_incomplete(directory: str, prefix: str) -> None:
+    """Deletes temporary files a killed run left behind for `prefix`."""
+    for name in os.listdir(directory):
+        if name.startswith(prefix) and name.endswith(TEMP_SUFFIX):
+            os.remove(os.path.join(directory, name))
+
+
+def parse_example(serialized):
+    """{inputs, targets}: int32 vectors."""
+    parsed = tf.io.parse_single_example(
+        serialized, {name: tf.io.VarLenFeature(tf.int64) for name in FEATURES}
+    )
+    return {name: tf.cast(tf.sparse.to_dense(parsed[name]), tf.int32) for name in FEATURES}
+
+
+def count_and_check(paths: Sequence[str]) -> int:
+    """Reads every record of `paths`; a corrupt shard is a UsageError naming it."""
+    total = 0
+    for path in paths:
+        try:
+            total += sum(1 for _ in tf.data.TFRecordDataset(path))
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            raise UsageError(
+                f"{path}: corrupt TFRecord shard ({e.message.splitlines()[0]}); rerun t2t-keras-datagen with --overwrite."
+            ) from None
+    return total

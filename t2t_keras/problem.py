@@ -1,0 +1,116 @@
+"""Problem: a registered task = where its text comes from + its vocabulary + its splits.
+
+A problem turns raw text into (source, target) string pairs (`text_pairs`); everything
+after that is shared: `t2t-keras-datagen` trains the SentencePiece vocabulary and writes
+TFRecord shards into data_dir, and `dataset()` reads them back as token-budget batches.
+
+Files in data_dir, all prefixed with the problem's name:
+  {name}.spm.model                     the SentencePiece vocabulary
+  {name}-{split}-00000-of-0000N        TFRecord shards of tf.train.Example {inputs, targets}
+  {name}.manifest.json                 written last: what a complete data_dir holds
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+import random
+from typing import ClassVar, Iterator
+
+from t2t_keras.data.text_files import TextStats
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabSpec:
+    """How the problem's SentencePiece vocabulary is trained."""
+
+    size: int
+    model_type: str = "bpe"
+    sample_pairs: int = 1_000_000  # training pairs sampled (both sides used: one shared vocabulary)
+    seed: int = 1234
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeDefaults:
+    """Beam search settings the problem's users expect (the paper's for translation)."""
+
+    beam_size: int = 4
+    alpha: float = 0.6
+    extra_length: int = 50
+
+
+class Problem(abc.ABC):
+    """Base of every problem. Subclasses set `name`, `vocab_spec`, `num_shards` and `text_pairs`."""
+
+    name: ClassVar[str]
+    vocab_spec: ClassVar[VocabSpec]
+    num_shards: ClassVar[dict[str, int]] = {"train": 10, "dev": 1, "test": 1}  # split -> shards
+    eval_split: ClassVar[str] = "dev"
+    decode_defaults: ClassVar[DecodeDefaults] = DecodeDefaults()
+
+    @abc.abstractmethod
+    def text_pairs(self, split: str, tmp_dir: str, stats: TextStats) -> Iterator[tuple[str, str]]:
+        """(source text, target text) pairs of `split`, in a fixed order."""
+
+    def expected_pairs(self, split: str, tmp_dir: str) -> int | None:
+        """How many pairs `text_pairs` yields, if known cheaply (for the progress bar)."""
+        return None
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.num_shards)
+
+    def vocab_sentences(self, tmp_dir: str) -> list[str]:
+        """A bounded, deterministic sample of training text: reservoir-sampled pairs, both sides."""
+        spec = self.vocab_spec
+        rng = random.Random(spec.seed)
+        reservoir: list[tuple[str, str]] = []
+        for seen, pair in enumerate(self.text_pairs("train", tmp_dir, TextStats())):
+            if seen < spec.sample_pairs:
+                reservoir.append(pair)
+            else:
+                slot = rng.randrange(seen + 1)
+                if slot < spec.sample_pairs:
+                    reservoir[slot] = pair
+        return [sentence for pair in reservoir for sentence in pair if sentence.strip()]
+
+    # --- files in data_dir ---
+    def vocab_path(self, data_dir: str) -> str:
+        return os.path.join(data_dir, f"{self.name}.spm.model")
+
+    def manifest_path(self, data_dir: str) -> str:
+        return os.path.join(data_dir, f"{self.name}.manifest.json")
+
+    def shard_prefix(self, data_dir: str, split: str) -> str:
+        return os.path.join(data_dir, f"{self.name}-{split}")
+
+    # --- reading ---
+    def load_vocabulary(self, data_dir: str):
+        """The problem's Vocabulary from a complete data_dir (UsageError otherwise)."""
+        from t2t_keras.data import manifest
+        from t2t_keras.data.tokenizers import Vocabulary
+
+        manifest.load(self, data_dir)
+        return Vocabulary.load(self.vocab_path(data_dir))
+
+    def dataset(self, split: str, data_dir: str, batch_size: int, training: bool, max_length: int = 0,
+                input_context=None, seed: int | None = None):
+        """Batches {"inputs": [B, S], "targets": [B, T]} int32 (0-padded, EOS-terminated).
+
+        Args:
+          split: one of `splits`.
+          data_dir: where datagen wrote the problem's files.
+          batch_size: tokens per batch (per replica): sentences x padded length stays within it.
+          training: shuffle, repeat, and drop pairs longer than `max_length`; otherwise one
+            pass in a deterministic order.
+          max_length: longest pair kept in training, in tokens (0 = batch_size).
+          input_context: a tf.distribute.InputContext, to read this pipeline's share.
+          seed: shuffle seed.
+        """
+        from t2t_keras.data import manifest, pipeline
+
+        files = manifest.shard_files(self, data_dir, split)
+        return pipeline.batched_dataset(
+            files, batch_size, training=training, max_length=max_length, input_context=input_context, seed=seed
+        )
