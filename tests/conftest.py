@@ -20,3 +20,14 @@ def _seeded_float32():
     keras.mixed_precision.set_global_policy("float32")
     yield
     keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.fixture(scope="session")
+def multi30k_data_dir(tmp_path_factory):
+    """translate_ende_multi30k generated once for the session (full shipped data, ~10 s)."""
+    from t2t_keras import registry
+    from t2t_keras.data import datagen
+
+    data_dir = tmp_path_factory.mktemp("multi30k_data")
+    datagen.generate(registry.problem("translate_ende_multi30k"), str(data_dir), None, progress=False)
+    return str(data_dir)

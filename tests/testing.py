@@ -55,3 +55,14 @@ def _training_kwarg(layer_cls):
     import inspect
 
     return {"training": True} if "training" in inspect.signature(layer_cls.call).parameters else {}
+
+
+def assert_one_line_error(result, message_start):
+    """A CLI run failed with status 2 and exactly one 'error: ...' line, its last line.
+
+    TensorFlow's own C++ start-up lines (CUDA probing) may precede it; they are not ours.
+    """
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert lines and lines[-1].startswith(message_start), result.stderr
+    assert sum(line.startswith("error:") for line in lines) == 1, result.stderr

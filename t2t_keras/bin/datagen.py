@@ -24,8 +24,6 @@ def define_flags() -> None:
 
 def main(argv) -> int:
     del argv
-    from t2t_keras.data import datagen
-
     if common_flags.load_registrations():
         return 0
     FLAGS = flags.FLAGS
@@ -34,6 +32,8 @@ def main(argv) -> int:
     if not FLAGS.data_dir:
         raise UsageError("--data_dir is required: the directory to write the vocabulary and shards to.")
     problem = registry.problem(FLAGS.problem)
+    from t2t_keras.data import datagen  # TensorFlow: imported once the flags are known to be good
+
     tmp_dir = os.path.expanduser(FLAGS.tmp_dir) if FLAGS.tmp_dir else None
     record = datagen.generate(problem, os.path.expanduser(FLAGS.data_dir), tmp_dir, FLAGS.overwrite, FLAGS.progress)
     print(datagen.format_summary(record))

@@ -28,7 +28,7 @@ def serialize_example(inputs: Sequence[int], targets: Sequence[int]) -> bytes:
             }
         )
     )
-    return example.SerializeToString()
+    return example.SerializeToString(deterministic=True)  # map order would vary per process
 
 
 @contextlib.contextmanager

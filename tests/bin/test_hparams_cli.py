@@ -4,6 +4,7 @@ import sys
 
 from t2t_keras import registry
 from t2t_keras.hparams_lib import HParams
+from tests.testing import assert_one_line_error
 
 
 def _cli(*args):
@@ -30,7 +31,4 @@ def test_bad_input_is_one_line_and_status_2():
         (["--hparams_set=transformer_big", "--hparams=num_hiden_layers=4"], "error: --hparams: unknown hparam 'num_hiden_layers'; did you mean 'num_hidden_layers'?"),
         ([], "error: --hparams_set is required"),
     ):
-        result = _cli(*args)
-        assert result.returncode == 2
-        assert result.stderr.strip().startswith(message), result.stderr
-        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert_one_line_error(_cli(*args), message)

@@ -1,0 +1,256 @@
+"""Datagen end to end: determinism, atomicity, reuse, and bad input."""
+
+import filecmp
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from t2t_keras import registry
+from t2t_keras.data import datagen, manifest
+from t2t_keras.data.tfrecords import count_and_check
+from t2t_keras.errors import UsageError
+from t2t_keras.problem import VocabSpec
+from t2t_keras.problems.translate import ParallelTextProblem
+from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+from tests.testing import assert_one_line_error
+
+
+class SliceProblem(ParallelTextProblem):
+    """The first lines of the shipped Multi30k, from files in tmp_dir."""
+
+    name = "translate_ende_slice"
+    source_language, target_language = "en", "de"
+    vocab_spec = VocabSpec(size=1000)
+    num_shards = {"train": 2, "dev": 1}
+    files = {"train": ("train.en", "train.de"), "dev": ("dev.en", "dev.de")}
+
+
+def _write_slice(tmp_dir, train_lines=2000, dev_lines=100):
+    os.makedirs(tmp_dir, exist_ok=True)
+    for language in ("en", "de"):
+        with gzip.open(os.path.join(MULTI30K_DIR, f"train.{language}.gz"), "rb") as handle:
+            lines = handle.readlines()
+        with open(os.path.join(tmp_dir, f"train.{language}"), "wb") as out:
+            out.writelines(lines[:train_lines])
+        with open(os.path.join(tmp_dir, f"dev.{language}"), "wb") as out:
+            out.writelines(lines[train_lines : train_lines + dev_lines])
+    return str(tmp_dir)
+
+
+@pytest.fixture
+def slice_tmp_dir(tmp_path):
+    return _write_slice(tmp_path / "raw")
+
+
+def _files(directory):
+    return sorted(os.listdir(directory))
+
+
+def test_slice_end_to_end(slice_tmp_dir, tmp_path):
+    record = datagen.generate(SliceProblem(), str(tmp_path / "data"), slice_tmp_dir, progress=False)
+    assert record["splits"]["train"]["pairs"] == 2000 and record["splits"]["dev"]["pairs"] == 100
+    assert _files(tmp_path / "data") == [
+        "translate_ende_slice-dev-00000-of-00001",
+        "translate_ende_slice-train-00000-of-00002",
+        "translate_ende_slice-train-00001-of-00002",
+        "translate_ende_slice.manifest.json",
+        "translate_ende_slice.spm.model",
+    ]
+    shards = manifest.shard_files(SliceProblem(), str(tmp_path / "data"), "train")
+    assert count_and_check(shards) == 2000
+    summary = datagen.format_summary(record)
+    assert "train: 2000 pairs in 2 shards; dropped: none" in summary
+    assert "source tokens p50/p90/p99/max:" in summary
+
+
+def test_two_runs_are_byte_identical(slice_tmp_dir, tmp_path):
+    for name in ("a", "b"):
+        datagen.generate(SliceProblem(), str(tmp_path / name), slice_tmp_dir, progress=False)
+    names = _files(tmp_path / "a")
+    assert names == _files(tmp_path / "b")
+    match, mismatch, errors = filecmp.cmpfiles(tmp_path / "a", tmp_path / "b", names, shallow=False)
+    assert mismatch == [] and errors == [] and len(match) == 5
+
+
+def test_complete_data_is_reused_unless_overwrite(slice_tmp_dir, tmp_path):
+    data_dir = str(tmp_path / "data")
+    datagen.generate(SliceProblem(), data_dir, slice_tmp_dir, progress=False)
+    shard = os.path.join(data_dir, "translate_ende_slice-dev-00000-of-00001")
+    before = os.stat(shard).st_mtime_ns
+    time.sleep(0.01)
+    assert datagen.generate(SliceProblem(), data_dir, slice_tmp_dir, progress=False)["reused"]
+    assert os.stat(shard).st_mtime_ns == before
+    assert "reused" not in datagen.generate(SliceProblem(), data_dir, slice_tmp_dir, overwrite=True, progress=False)
+    assert os.stat(shard).st_mtime_ns != before
+
+
+def test_an_exception_midway_leaves_nothing_that_looks_complete(slice_tmp_dir, tmp_path, monkeypatch):
+    data_dir = str(tmp_path / "data")
+
+    def failing_pairs(self, split, tmp_dir, stats):
+        for number, pair in enumerate(ParallelTextProblem.text_pairs(self, split, tmp_dir, stats)):
+            if split == "train" and number == 1500:
+                raise KeyboardInterrupt
+            yield pair
+
+    monkeypatch.setattr(SliceProblem, "text_pairs", failing_pairs)
+    with pytest.raises(KeyboardInterrupt):
+        datagen.generate(SliceProblem(), data_dir, slice_tmp_dir, progress=False)
+    assert not any("train" in name or "manifest" in name for name in _files(data_dir))
+    with pytest.raises(UsageError, match="no complete data for translate_ende_slice"):
+        SliceProblem().dataset("train", data_dir, 256, training=True)
+
+
+def test_sigkill_midway_then_rerun_gives_the_uninterrupted_files(tmp_path):
+    """SIGKILL while the train shards are being written; the rerun's files equal a clean run's."""
+    command = [sys.executable, "-m", "t2t_keras.bin.datagen", "--problem=translate_ende_multi30k", "--noprogress"]
+    killed_dir, clean_dir = tmp_path / "killed", tmp_path / "clean"
+    process = subprocess.Popen([*command, f"--data_dir={killed_dir}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if os.path.isdir(killed_dir) and any("train" in n and n.endswith(".incomplete") for n in os.listdir(killed_dir)):
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "datagen finished before it could be killed"
+    assert not os.path.exists(killed_dir / "translate_ende_multi30k.manifest.json")
+    assert not any(n.startswith("translate_ende_multi30k-train") and not n.endswith(".incomplete") for n in os.listdir(killed_dir))
+
+    subprocess.run([*command, f"--data_dir={killed_dir}"], check=True, capture_output=True)
+    subprocess.run([*command, f"--data_dir={clean_dir}"], check=True, capture_output=True)
+    names = _files(clean_dir)
+    assert names == _files(killed_dir) and len(names) == 7
+    match, mismatch, errors = filecmp.cmpfiles(killed_dir, clean_dir, names, shallow=False)
+    assert mismatch == [] and errors == []
+
+
+def test_empty_lines_and_invalid_utf8_are_counted_not_fatal(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    sources = ["A dog runs.", "", "A cat \xff sleeps.", "Two men talk.", "Rain falls."] * 40
+    targets = ["Ein Hund rennt.", "Leer", "Eine Katze schläft.", "", "Es regnet."] * 40
+    (raw / "train.en").write_bytes("\n".join(sources).encode("utf-8").replace("\xff".encode("utf-8"), b"\xff") + b"\n")
+    (raw / "train.de").write_text("\n".join(targets) + "\n", encoding="utf-8")
+    (raw / "dev.en").write_text("A dog.\n", encoding="utf-8")
+    (raw / "dev.de").write_text("Ein Hund.\n", encoding="utf-8")
+
+    class Tiny(SliceProblem):
+        vocab_spec = VocabSpec(size=290)
+
+    record = datagen.generate(Tiny(), str(tmp_path / "data"), str(raw), progress=False)
+    train = record["splits"]["train"]
+    assert train["pairs"] == 120
+    assert train["dropped"] == {"empty source or target": 80}
+    assert train["invalid_utf8_lines"] == 40
+    assert train["invalid_utf8_examples"][:2] == ["train.en:3", "train.en:8"]
+    assert "invalid UTF-8 lines replaced: 40 (train.en:3, train.en:8" in datagen.format_summary(record)
+
+
+def test_files_of_different_lengths_are_an_error_naming_both(slice_tmp_dir, tmp_path):
+    with open(os.path.join(slice_tmp_dir, "dev.de"), "a") as handle:
+        handle.write("Eine Zeile zu viel.\n")
+    with pytest.raises(UsageError, match=r"dev\.de has more lines than .*dev\.en \(line 101 has no partner\)"):
+        datagen.generate(SliceProblem(), str(tmp_path / "data"), slice_tmp_dir, progress=False)
+
+
+def test_missing_tmp_dir_and_unwritable_data_dir(slice_tmp_dir, tmp_path):
+    with pytest.raises(UsageError, match="--tmp_dir is required for translate_ende_slice"):
+        datagen.generate(SliceProblem(), str(tmp_path / "data"), None, progress=False)
+    with pytest.raises(UsageError, match="nothing/raw/train.en: no such file"):
+        datagen.generate(SliceProblem(), str(tmp_path / "data"), str(tmp_path / "nothing" / "raw"), progress=False)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match="--data_dir=.*file/data is not writable"):
+        datagen.generate(SliceProblem(), str(blocker / "data"), slice_tmp_dir, progress=False)
+
+
+@pytest.fixture
+def slice_data_dir(slice_tmp_dir, tmp_path):
+    data_dir = str(tmp_path / "data")
+    datagen.generate(SliceProblem(), data_dir, slice_tmp_dir, progress=False)
+    return data_dir
+
+
+def test_missing_or_empty_data_dir(tmp_path):
+    problem = registry.problem("translate_ende_multi30k")
+    with pytest.raises(UsageError, match=r"--data_dir=.*nowhere does not exist; run t2t-keras-datagen --problem=translate_ende_multi30k"):
+        problem.dataset("train", str(tmp_path / "nowhere"), 256, training=True)
+    with pytest.raises(UsageError, match=r"has no complete data for translate_ende_multi30k .*run t2t-keras-datagen"):
+        problem.dataset("train", str(tmp_path), 256, training=True)
+
+
+def test_truncated_shard_is_named(slice_data_dir):
+    shard = os.path.join(slice_data_dir, "translate_ende_slice-train-00001-of-00002")
+    with open(shard, "r+b") as handle:
+        handle.truncate(os.path.getsize(shard) // 2)
+    with pytest.raises(UsageError, match=r"translate_ende_slice-train-00001-of-00002 has \d+ bytes, the manifest says \d+"):
+        SliceProblem().dataset("train", slice_data_dir, 256, training=True)
+
+
+def test_corrupt_shard_is_named(slice_data_dir):
+    shard = os.path.join(slice_data_dir, "translate_ende_slice-train-00000-of-00002")
+    with open(shard, "r+b") as handle:
+        handle.seek(5000)
+        byte = handle.read(1)
+        handle.seek(5000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(UsageError, match=r"translate_ende_slice-train-00000-of-00002: corrupt TFRecord shard"):
+        count_and_check(manifest.shard_files(SliceProblem(), slice_data_dir, "train"))
+
+
+def test_vocabulary_that_does_not_match_the_data(slice_data_dir):
+    vocab = os.path.join(slice_data_dir, "translate_ende_slice.spm.model")
+    with open(vocab, "ab") as handle:
+        handle.write(b"\0")
+    with pytest.raises(UsageError, match=r"translate_ende_slice.spm.model does not match the vocabulary the data was encoded with"):
+        SliceProblem().load_vocabulary(slice_data_dir)
+
+
+def test_manifest_records_the_vocabulary(slice_data_dir):
+    with open(os.path.join(slice_data_dir, "translate_ende_slice.manifest.json")) as handle:
+        record = json.load(handle)
+    assert record["vocab"]["size"] == 1000
+    assert record["vocab"]["sha256"] == SliceProblem().load_vocabulary(slice_data_dir).sha256
+
+
+def test_cli_prints_the_summary_and_one_line_errors(tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "t2t_keras.bin.datagen", "--noprogress", *args], capture_output=True, text=True)
+
+    usr_dir = tmp_path / "usr"
+    usr_dir.mkdir()
+    (usr_dir / "slice_problem.py").write_text(textwrap.dedent('''
+        from t2t_keras.problem import VocabSpec
+        from t2t_keras.registry import register_problem
+        from t2t_keras.problems.translate import ParallelTextProblem
+
+        @register_problem()
+        class MySlice(ParallelTextProblem):
+            """A user's corpus."""
+            name = "translate_ende_user_slice"
+            source_language, target_language = "en", "de"
+            vocab_spec = VocabSpec(size=1000)
+            num_shards = {"train": 2, "dev": 1}
+            files = {"train": ("train.en", "train.de"), "dev": ("dev.en", "dev.de")}
+    '''))
+    raw = _write_slice(tmp_path / "raw")
+    result = cli(f"--t2t_usr_dir={usr_dir}", "--problem=translate_ende_user_slice", f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={raw}")
+    assert result.returncode == 0, result.stderr
+    assert "train: 2000 pairs in 2 shards" in result.stdout
+    result = cli(f"--t2t_usr_dir={usr_dir}", "--registry_help")
+    assert "  translate_ende_user_slice  A user's corpus." in result.stdout
+
+    for args, message in (
+        (["--problem=translate_ende_multi30", f"--data_dir={tmp_path}"], "error: unknown problem 'translate_ende_multi30'; did you mean 'translate_ende_multi30k'"),
+        (["--problem=translate_ende_multi30k"], "error: --data_dir is required"),
+        (["--problem=translate_ende_wmt14", f"--data_dir={tmp_path}"], "error: --tmp_dir is required for translate_ende_wmt14"),
+    ):
+        assert_one_line_error(cli(*args), message)

@@ -1,0 +1,79 @@
+"""In-graph tokenisation equals the Python sentencepiece encoding, on every Multi30k val line."""
+
+import gzip
+import os
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.data.tokenizers import EOS_ID, PAD_ID, UNK_ID, Vocabulary, train_sentencepiece
+from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+
+
+def _val_lines(language):
+    with gzip.open(os.path.join(MULTI30K_DIR, f"val.{language}.gz"), "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
+def _nmt_nfkc(text):
+    """The normalisation we apply, computed independently: NFKC, whitespace runs folded, trimmed."""
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+@pytest.fixture(scope="module")
+def vocabulary(multi30k_data_dir):
+    return registry.problem("translate_ende_multi30k").load_vocabulary(multi30k_data_dir)
+
+
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_in_graph_equals_python_for_every_val_line(vocabulary, language):
+    lines = _val_lines(language)
+    assert len(lines) == 1014
+    graph_ids = vocabulary.tf_tokenizer().tokenize(tf.constant(lines)).to_list()
+    mismatches = [i for i, line in enumerate(lines) if graph_ids[i] != vocabulary.encode(line)]
+    assert mismatches == []
+
+
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_detokenising_gives_the_normalised_text_back(vocabulary, language):
+    lines = _val_lines(language)
+    tokenizer = vocabulary.tf_tokenizer()
+    graph_text = [t.decode("utf-8") for t in tokenizer.detokenize(tokenizer.tokenize(tf.constant(lines))).numpy()]
+    python_text = [vocabulary.decode(vocabulary.encode(line)) for line in lines]
+    assert graph_text == python_text == [_nmt_nfkc(line) for line in lines]
+    # Only normalisation ever changes the text: all but the no-break-space line are unchanged.
+    assert sum(text != line for text, line in zip(python_text, lines)) <= 1
+
+
+def test_no_unknown_pieces_thanks_to_byte_fallback(vocabulary):
+    text = "Ein Hund 🐕 läuft über 雪"
+    ids = vocabulary.encode(text)
+    assert UNK_ID not in ids
+    assert vocabulary.decode(ids) == text
+
+
+def test_special_ids_and_decode_stops_at_eos(vocabulary):
+    assert vocabulary.size == 8000
+    ids = vocabulary.encode("A dog runs.")
+    assert PAD_ID not in ids and EOS_ID not in ids
+    assert vocabulary.decode(ids + [EOS_ID] + ids + [PAD_ID]) == "A dog runs."
+    graph = vocabulary.tf_tokenizer(add_eos=True).tokenize(tf.constant(["A dog runs."])).to_list()
+    assert graph == [ids + [EOS_ID]]
+
+
+def test_training_is_deterministic():
+    sentences = _val_lines("en") + _val_lines("de")
+    first, second = train_sentencepiece(sentences, 600), train_sentencepiece(sentences, 600)
+    assert first == second
+    assert Vocabulary(first).size == 600
+
+
+def test_vocabulary_file_round_trip(vocabulary, tmp_path):
+    path = tmp_path / "v.model"
+    path.write_bytes(vocabulary.model_proto)
+    loaded = Vocabulary.load(str(path))
+    assert loaded.sha256 == vocabulary.sha256
+    np.testing.assert_array_equal(loaded.encode("two dogs"), vocabulary.encode("two dogs"))
