@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_keras.data.tfrecords import parse_example
+from t2t_keras.data.tfrecords import parse_examples
 
 SHUFFLE_BUFFER = 10_000
+PARSE_BLOCK = 512
 MIN_BUCKET_LENGTH = 8
 BUCKET_STEP = 1.1
 
@@ -42,29 +43,46 @@ def batched_dataset(files, batch_size: int, training: bool, max_length: int = 0,
     max_length = max_length or batch_size
     if max_length > batch_size:
         raise ValueError(f"max_length={max_length} exceeds the token budget batch_size={batch_size}.")
-    dataset = tf.data.Dataset.from_tensor_slices(list(files))
-    shard_records = False
+    records, shard_records = tf.data.Dataset.from_tensor_slices(list(files)), False
     if input_context is not None and input_context.num_input_pipelines > 1:
         if len(files) >= input_context.num_input_pipelines:
-            dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+            records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         else:
             shard_records = True
     if training:
-        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-        dataset = dataset.interleave(
+        records = records.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+        records = records.interleave(
             tf.data.TFRecordDataset, cycle_length=min(len(files), 8), num_parallel_calls=tf.data.AUTOTUNE
         )
     else:
-        dataset = tf.data.TFRecordDataset(dataset)
+        records = tf.data.TFRecordDataset(records)
     if shard_records:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    dataset = dataset.map(parse_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
-    boundaries = bucket_boundaries(max_length)
+        records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    keep_up_to = max_length if training else None
+    examples = records.batch(PARSE_BLOCK).flat_map(lambda block: _parse_block(block, keep_up_to))
+    examples = examples.map(_dense_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
     if training:
-        dataset = dataset.filter(lambda example: pair_length(example) <= max_length)
-        dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True).repeat()
+        examples = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    boundaries = bucket_boundaries(max_length)
     batch_sizes = [max(1, batch_size // (upper - 1)) for upper in boundaries] + [1]
-    dataset = dataset.bucket_by_sequence_length(
+    batches = examples.bucket_by_sequence_length(
         pair_length, boundaries, batch_sizes, pad_to_bucket_boundary=False, drop_remainder=False
     )
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def _parse_block(serialized, keep_up_to):
+    """A block of serialized Examples -> a dataset of its pairs, dropping those over `keep_up_to`.
+
+    Parsing and filtering a block at once costs a fraction of doing it per record.
+    """
+    inputs, targets = parse_examples(serialized)
+    if keep_up_to is not None:
+        keep = tf.maximum(inputs.row_lengths(), targets.row_lengths()) <= keep_up_to
+        inputs, targets = tf.ragged.boolean_mask(inputs, keep), tf.ragged.boolean_mask(targets, keep)
+    return tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": targets})
+
+
+def _dense_example(example):
+    """Rows sliced from a ragged block are rank-0-ragged; batching wants plain tensors."""
+    return {name: tensor.flat_values if isinstance(tensor, tf.RaggedTensor) else tensor for name, tensor in example.items()}

@@ -60,12 +60,11 @@ def remove_incomplete(directory: str, prefix: str) -> None:
             os.remove(os.path.join(directory, name))
 
 
-def parse_example(serialized):
-    """{inputs, targets}: int32 vectors."""
-    parsed = tf.io.parse_single_example(
-        serialized, {name: tf.io.VarLenFeature(tf.int64) for name in FEATURES}
-    )
-    return {name: tf.cast(tf.sparse.to_dense(parsed[name]), tf.int32) for name in FEATURES}
+def parse_examples(serialized):
+    """(inputs, targets): int32 RaggedTensors [N, None] from a vector of serialized Examples."""
+    spec = {name: tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int32) for name in FEATURES}
+    parsed = tf.io.parse_example(serialized, spec)
+    return tuple(tf.cast(parsed[name], tf.int32) for name in FEATURES)
 
 
 def count_and_check(paths: Sequence[str]) -> int:
