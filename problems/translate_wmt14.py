@@ -27,8 +27,12 @@ class Wmt14Problem(TranslateProblem):
     num_shards = {"train": 100, "dev": 1, "test": 1}
 
     def _builder(self, tmp_dir: str | None):
+        """The tfds builder, prepared in tmp_dir (once per instance and directory)."""
         import tensorflow_datasets as tfds
 
+        prepared = self.__dict__.setdefault("_prepared_builders", {})
+        if tmp_dir in prepared:
+            return prepared[tmp_dir]
         if not tmp_dir:
             raise UsageError(f"--tmp_dir is required for {self.name}: tfds prepares {self.tfds_name} there.")
         builder = tfds.builder(self.tfds_name, data_dir=tmp_dir)
@@ -40,6 +44,7 @@ class Wmt14Problem(TranslateProblem):
                 f"{str(e).splitlines()[0] if str(e) else ''}); without network, run `tfds build {self.tfds_name}` "
                 "elsewhere and copy its data_dir here."
             ) from None
+        prepared[tmp_dir] = builder
         return builder
 
     def text_pairs(self, split: str, tmp_dir: str | None, stats: TextStats) -> Iterator[tuple[str, str]]:
@@ -53,7 +58,8 @@ class Wmt14Problem(TranslateProblem):
             )
 
     def expected_pairs(self, split: str, tmp_dir: str | None) -> int | None:
-        return self._builder(tmp_dir).info.splits[TFDS_SPLITS[split]].num_examples
+        splits = self._builder(tmp_dir).info.splits
+        return splits[TFDS_SPLITS[split]].num_examples if TFDS_SPLITS[split] in splits else None
 
 
 def _decode(raw: bytes, where: str, stats: TextStats) -> str:

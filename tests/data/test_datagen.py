@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -221,32 +220,9 @@ def test_manifest_records_the_vocabulary(slice_data_dir):
     assert record["vocab"]["sha256"] == SliceProblem().load_vocabulary(slice_data_dir).sha256
 
 
-def test_cli_prints_the_summary_and_one_line_errors(tmp_path):
+def test_cli_one_line_errors(tmp_path):
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "t2t_keras.bin.datagen", "--noprogress", *args], capture_output=True, text=True)
-
-    usr_dir = tmp_path / "usr"
-    usr_dir.mkdir()
-    (usr_dir / "slice_problem.py").write_text(textwrap.dedent('''
-        from t2t_keras.problem import VocabSpec
-        from t2t_keras.registry import register_problem
-        from t2t_keras.problems.translate import ParallelTextProblem
-
-        @register_problem()
-        class MySlice(ParallelTextProblem):
-            """A user's corpus."""
-            name = "translate_ende_user_slice"
-            source_language, target_language = "en", "de"
-            vocab_spec = VocabSpec(size=1000)
-            num_shards = {"train": 2, "dev": 1}
-            files = {"train": ("train.en", "train.de"), "dev": ("dev.en", "dev.de")}
-    '''))
-    raw = _write_slice(tmp_path / "raw")
-    result = cli(f"--t2t_usr_dir={usr_dir}", "--problem=translate_ende_user_slice", f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={raw}")
-    assert result.returncode == 0, result.stderr
-    assert "train: 2000 pairs in 2 shards" in result.stdout
-    result = cli(f"--t2t_usr_dir={usr_dir}", "--registry_help")
-    assert "  translate_ende_user_slice  A user's corpus." in result.stdout
 
     for args, message in (
         (["--problem=translate_ende_multi30", f"--data_dir={tmp_path}"], "error: unknown problem 'translate_ende_multi30'; did you mean 'translate_ende_multi30k'"),
