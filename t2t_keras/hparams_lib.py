@@ -153,8 +153,8 @@ def describe_fields() -> str:
     )
 
 
-def apply_overrides(hparams: HParams, overrides: str) -> HParams:
-    """`hparams` with the `--hparams` string "a=1,b=2" applied, each value parsed by type."""
+def apply_overrides(config, overrides: str, flag: str = "--hparams"):
+    """`config` (HParams or another config dataclass) with "a=1,b=2" applied, parsed by field type."""
     changes = {}
     for item in (part.strip() for part in overrides.split(",")):
         if not item:
@@ -162,24 +162,25 @@ def apply_overrides(hparams: HParams, overrides: str) -> HParams:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep:
-            raise UsageError(f"--hparams: {item!r} is not name=value; write e.g. --hparams=\"num_heads=16\".")
-        field = _field_named(key, "--hparams")
-        changes[key] = _parse_value(field, text.strip())
-    return dataclasses.replace(hparams, **changes)
+            raise UsageError(f"{flag}: {item!r} is not name=value; write e.g. {flag}=\"name=value\".")
+        field = _field_named(key, flag, type(config))
+        changes[key] = _parse_value(field, text.strip(), flag, type(config))
+    return dataclasses.replace(config, **changes)
 
 
-def _field_named(key: str, source: str) -> dataclasses.Field:
-    fields = {f.name: f for f in dataclasses.fields(HParams)}
+def _field_named(key: str, source: str, config_type=HParams) -> dataclasses.Field:
+    fields = {f.name: f for f in dataclasses.fields(config_type)}
     if key not in fields:
         close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageError(f"{source}: unknown hparam {key!r}; {hint}valid: {', '.join(fields)}.")
+        kind = "hparam" if config_type is HParams else "setting"
+        raise UsageError(f"{source}: unknown {kind} {key!r}; {hint}valid: {', '.join(fields)}.")
     return fields[key]
 
 
-def _parse_value(field: dataclasses.Field, text: str):
-    kind = typing.get_type_hints(HParams)[field.name]
-    where = f"--hparams: {field.name}={text!r}"
+def _parse_value(field: dataclasses.Field, text: str, flag: str = "--hparams", config_type=HParams):
+    kind = typing.get_type_hints(config_type)[field.name]
+    where = f"{flag}: {field.name}={text!r}"
     if typing.get_origin(kind) is Literal:
         if text not in typing.get_args(kind):
             raise UsageError(f"{where} is not one of {', '.join(typing.get_args(kind))}.")

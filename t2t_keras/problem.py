@@ -32,12 +32,26 @@ class VocabSpec:
 
 
 @dataclasses.dataclass(frozen=True)
-class DecodeDefaults:
-    """Beam search settings the problem's users expect (the paper's for translation)."""
+class DecodeHParams:
+    """Decoding settings; a problem's defaults, overridden with --decode_hparams="a=1,b=2".
 
-    beam_size: int = 4
-    alpha: float = 0.6
-    extra_length: int = 50
+    Defaults are the paper's for translation (section 6.1).
+    """
+
+    beam_size: int = 4  # 1 = greedy search
+    alpha: float = 0.6  # GNMT length penalty exponent
+    extra_length: int = 50  # maximum output length = input length + extra_length
+    batch_size: int = 32  # sentences decoded together
+    return_beams: bool = False  # all beams (tab-separated) instead of the best
+
+    def validated(self) -> "DecodeHParams":
+        from t2t_keras.errors import UsageError
+
+        if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0 or self.alpha < 0:
+            raise UsageError(
+                f"--decode_hparams: need beam_size >= 1, batch_size >= 1, extra_length >= 0, alpha >= 0; got {self}."
+            )
+        return self
 
 
 class Problem(abc.ABC):
@@ -47,7 +61,7 @@ class Problem(abc.ABC):
     vocab_spec: ClassVar[VocabSpec]
     num_shards: ClassVar[dict[str, int]] = {"train": 10, "dev": 1, "test": 1}  # split -> shards
     eval_split: ClassVar[str] = "dev"
-    decode_defaults: ClassVar[DecodeDefaults] = DecodeDefaults()
+    decode_defaults: ClassVar[DecodeHParams] = DecodeHParams()
 
     @abc.abstractmethod
     def text_pairs(self, split: str, tmp_dir: str, stats: TextStats) -> Iterator[tuple[str, str]]:

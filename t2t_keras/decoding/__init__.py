@@ -1,0 +1,1 @@
+"""Decoding: beam search over the model's cached decode step, and text-to-text translation."""

@@ -1,0 +1,147 @@
+"""Beam search over a step function, as in the paper (section 6.1) and tensor2tensor.
+
+The search is a pure TensorFlow function: `step_fn(ids, index, state) -> (logits, state)`
+gives next-token logits for the `ids` [batch * beam] fed at position `index`; `state` is
+any nest of tensors whose leading dimension is batch * beam (the model's fixed-size
+key/value cache, or the token buffer of an uncached step function). The same graph runs
+eagerly, inside tf.function and in an exported SavedModel.
+
+Hypotheses are kept in two sets of `beam_size` each: alive (still growing) and finished
+(ended with EOS), with 2 * beam_size candidates drawn per step so that finishing
+hypotheses never starve the alive set. Finished hypotheses are scored with the GNMT length
+penalty: log P(Y) / ((5 + |Y|) / 6)^alpha, |Y| counting EOS. Each sentence stops at its own
+maximum length (input length + extra_length: only EOS is allowed at the last position), and
+the loop ends early once no alive hypothesis can beat the worst finished one of any sentence.
+Beam size 1 is greedy search on the same loop.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import tensorflow as tf
+
+NEG_INF = -1.0e9  # finite, so that sums and differences of masked scores never give NaN
+
+
+class BeamSearchResult(NamedTuple):
+    ids: tf.Tensor  # [batch, beam, max_length] int32: generated tokens, best first; EOS then 0s
+    scores: tf.Tensor  # [batch, beam] float32: length-penalised log-probabilities
+    lengths: tf.Tensor  # [batch, beam] int32: tokens up to and including EOS
+
+
+def length_penalty(length, alpha: float):
+    """GNMT: ((5 + length) / 6) ** alpha."""
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def beam_search(
+    step_fn: Callable,
+    initial_state,
+    batch_size,
+    beam_size: int,
+    alpha: float,
+    max_lengths,
+    eos_id: int,
+    start_id: int = 0,
+) -> BeamSearchResult:
+    """Returns the `beam_size` best hypotheses per sentence.
+
+    Args:
+      step_fn: (ids [B*K] int32, index scalar int32, state) -> (logits [B*K, V], state).
+      initial_state: nest of tensors with leading dimension B*K (already tiled per beam).
+      batch_size: B (may be a tensor).
+      beam_size: K (a Python int).
+      alpha: length penalty exponent; 0 = raw log-probabilities.
+      max_lengths: [B] int32, the most tokens (EOS included) each sentence may generate.
+      eos_id: the end-of-sequence token.
+      start_id: the token fed at position 0.
+    """
+    max_lengths = tf.cast(max_lengths, tf.int32)
+    max_length = tf.reduce_max(max_lengths)
+    K = beam_size
+
+    alive_seqs = tf.fill([batch_size, K, max_length + 1], start_id)
+    # Only the first beam is live at the start, so the K beams do not all pick the same token.
+    alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (K - 1)]), [batch_size, 1])
+    finished_seqs = tf.zeros([batch_size, K, max_length + 1], tf.int32)
+    finished_scores = tf.fill([batch_size, K], NEG_INF)
+    finished_flags = tf.zeros([batch_size, K], tf.bool)
+
+    def bound_not_met(index, alive_log_probs, finished_scores, finished_flags):
+        """True while some sentence's best alive hypothesis could still enter its finished set."""
+        best_possible = alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
+        worst_finished = tf.reduce_min(tf.where(finished_flags, finished_scores, NEG_INF), axis=1)
+        still_running = index < max_lengths
+        return tf.reduce_any(still_running & (best_possible > worst_finished))
+
+    def condition(index, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state):
+        del alive_seqs, finished_seqs, state
+        return (index < max_length) & bound_not_met(index, alive_log_probs, finished_scores, finished_flags)
+
+    def body(index, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state):
+        ids = tf.reshape(alive_seqs[:, :, index], [-1])
+        logits, state = step_fn(ids, index, state)
+        vocab_size = tf.shape(logits)[-1]
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+        # At a sentence's last allowed position only EOS may follow.
+        at_limit = tf.repeat(index + 1 >= max_lengths, K)[:, None]
+        only_eos = tf.one_hot(eos_id, vocab_size, on_value=True, off_value=False)[None, :]
+        log_probs = tf.where(at_limit & ~only_eos, NEG_INF, log_probs)
+        log_probs = tf.reshape(log_probs, [batch_size, K, vocab_size])
+
+        # 2K candidates from all K * V extensions.
+        candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
+        candidate_log_probs, flat_indices = tf.math.top_k(candidates, k=2 * K)
+        candidate_beams = flat_indices // vocab_size
+        candidate_tokens = flat_indices % vocab_size
+        candidate_seqs = tf.gather(alive_seqs, candidate_beams, batch_dims=1)
+        position = tf.one_hot(index + 1, max_length + 1, on_value=True, off_value=False, dtype=tf.bool)
+        candidate_seqs = tf.where(position[None, None, :], candidate_tokens[:, :, None], candidate_seqs)
+        candidate_finished = tf.equal(candidate_tokens, eos_id)
+
+        # Alive: the K best candidates that did not just finish.
+        alive_candidates = tf.where(candidate_finished, NEG_INF, candidate_log_probs)
+        alive_log_probs, alive_choice = tf.math.top_k(alive_candidates, k=K)
+        alive_seqs = tf.gather(candidate_seqs, alive_choice, batch_dims=1)
+        parent_beams = tf.gather(candidate_beams, alive_choice, batch_dims=1)  # [B, K]
+        state = tf.nest.map_structure(lambda t: _reorder(t, parent_beams, batch_size, K), state)
+
+        # Finished: the K best of the old finished set and the candidates that just ended.
+        # (a candidate grown from a masked beam carries ~NEG_INF and must not count as finished)
+        just_finished = candidate_finished & (candidate_log_probs > NEG_INF / 2)
+        new_scores = tf.where(just_finished, candidate_log_probs / length_penalty(index + 1, alpha), NEG_INF)
+        all_seqs = tf.concat([finished_seqs, candidate_seqs], axis=1)
+        all_scores = tf.concat([finished_scores, new_scores], axis=1)
+        all_flags = tf.concat([finished_flags, just_finished], axis=1)
+        finished_scores, finished_choice = tf.math.top_k(all_scores, k=K)
+        finished_seqs = tf.gather(all_seqs, finished_choice, batch_dims=1)
+        finished_flags = tf.gather(all_flags, finished_choice, batch_dims=1)
+        return index + 1, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state
+
+    loop_vars = (tf.constant(0), alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, initial_state)
+    shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
+    _, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, _ = tf.while_loop(
+        condition, body, loop_vars, shape_invariants=shape_invariants, maximum_iterations=max_length
+    )
+    # A sentence with no finished hypothesis (only possible when max length is 0) keeps its alive ones.
+    any_finished = tf.reduce_any(finished_flags, axis=1)
+    seqs = tf.where(any_finished[:, None, None], finished_seqs, alive_seqs)[:, :, 1:]
+    alive_scores = alive_log_probs / length_penalty(max_lengths, alpha)[:, None]
+    scores = tf.where(any_finished[:, None], finished_scores, alive_scores)
+    is_eos = tf.equal(seqs, eos_id)
+    first_eos = tf.argmax(tf.cast(is_eos, tf.int32), axis=-1, output_type=tf.int32)
+    lengths = tf.where(tf.reduce_any(is_eos, axis=-1), first_eos + 1, tf.shape(seqs)[-1])
+    keep = tf.sequence_mask(lengths, tf.shape(seqs)[-1])
+    return BeamSearchResult(tf.where(keep, seqs, 0), scores, lengths)
+
+
+def _reorder(tensor, parent_beams, batch_size, beam_size):
+    """Rows of `tensor` [B*K, ...] follow their hypotheses to the chosen parent beams."""
+    shaped = tf.reshape(tensor, tf.concat([[batch_size, beam_size], tf.shape(tensor)[1:]], axis=0))
+    return tf.reshape(tf.gather(shaped, parent_beams, batch_dims=1), tf.shape(tensor))
+
+
+def tile_for_beams(tensor, beam_size: int):
+    """[B, ...] -> [B * K, ...], each row repeated K times (beam-major within a sentence)."""
+    return tf.repeat(tensor, beam_size, axis=0)

@@ -1,0 +1,162 @@
+"""Beam search on step functions that replay hand-written probability tables, and on the model."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.decoding.beam_search import beam_search, length_penalty, tile_for_beams
+from t2t_keras.models import Transformer
+
+PAD, EOS, A, B = 0, 1, 2, 3
+TINY = 1e-12  # "impossible" (log would be -inf)
+
+
+def table_step_fn(tables):
+    """A step function whose next-token distribution depends only on (step, last token fed).
+
+    tables[step][last_token] is a probability row over {PAD, EOS, A, B}; at step 0 the fed
+    token is the start symbol 0.
+    """
+    log_tables = tf.constant(np.log(np.maximum(np.asarray(tables, np.float64), TINY)), tf.float32)
+
+    def step_fn(ids, index, state):
+        return tf.gather(log_tables[index], ids), state
+
+    return step_fn
+
+
+def row(eos, a, b):
+    return [TINY, eos, a, b]
+
+
+def run(tables, beam_size, alpha, max_length, batch=1):
+    result = beam_search(
+        table_step_fn(tables), tf.zeros([batch * beam_size, 1]), batch, beam_size, alpha,
+        tf.fill([batch], max_length), eos_id=EOS,
+    )
+    hypotheses = [[list(ids[: length]) for ids, length in zip(b_ids, b_len)] for b_ids, b_len in zip(result.ids.numpy(), result.lengths.numpy())]
+    return hypotheses, result.scores.numpy()
+
+
+def lp(length, alpha):
+    return ((5 + length) / 6) ** alpha
+
+
+# Step 0 from the start symbol: EOS 0.1, A 0.6, B 0.3. Step 1: after A, EOS 0.9; after B, EOS 0.4.
+SIMPLE = [
+    [row(0.1, 0.6, 0.3)] * 4,
+    [row(0.5, 0.25, 0.25), row(0.5, 0.25, 0.25), row(0.9, 0.05, 0.05), row(0.4, 0.3, 0.3)],
+    [row(0.5, 0.25, 0.25)] * 4,
+    [row(0.5, 0.25, 0.25)] * 4,
+]
+
+
+def test_expected_hypotheses_without_length_penalty():
+    hypotheses, scores = run(SIMPLE, beam_size=2, alpha=0.0, max_length=4)
+    # Finished after step 1: [A EOS] 0.54, [B EOS] 0.12 (beating [EOS] 0.1); the best alive
+    # ([B A] or [B B], 0.09) cannot beat 0.12 any more, so the search stops there.
+    assert hypotheses == [[[A, EOS], [B, EOS]]]
+    np.testing.assert_allclose(scores[0], [np.log(0.54), np.log(0.12)], rtol=1e-5)
+
+
+def test_greedy_is_beam_one():
+    hypotheses, scores = run(SIMPLE, beam_size=1, alpha=0.0, max_length=4)
+    assert hypotheses == [[[A, EOS]]]
+    np.testing.assert_allclose(scores[0], [np.log(0.54)], rtol=1e-5)
+
+
+def test_eos_at_the_first_step():
+    tables = [
+        [row(0.9, 0.06, 0.04)] * 4,
+        [row(0.5, 0.25, 0.25)] * 4,
+        [row(0.5, 0.25, 0.25)] * 4,
+    ]
+    hypotheses, scores = run(tables, beam_size=2, alpha=0.0, max_length=3)
+    # [EOS] 0.9 finishes at once; [A EOS] 0.03 fills the second slot; alive [A A] 0.015 cannot beat it.
+    assert hypotheses == [[[EOS], [A, EOS]]]
+    np.testing.assert_allclose(scores[0], [np.log(0.9), np.log(0.03)], rtol=1e-5)
+
+
+# EOS is unlikely until the maximum length (2) forces it: [EOS] 0.006 vs [A EOS] 0.59 * 0.009.
+AT_MAX_LENGTH = [
+    [row(0.006, 0.594, 0.4)] * 4,
+    [row(0.5, 0.25, 0.25), row(0.5, 0.25, 0.25), row(0.009, 0.5, 0.491), row(0.001, 0.5, 0.499)],
+]
+
+
+def test_eos_forced_at_max_length_without_penalty():
+    hypotheses, scores = run(AT_MAX_LENGTH, beam_size=2, alpha=0.0, max_length=2)
+    # log 0.006 = -5.116 beats log(0.594 * 0.009) = -5.231; [B EOS] 0.0004 is last.
+    assert hypotheses == [[[EOS], [A, EOS]]]
+    np.testing.assert_allclose(scores[0], [np.log(0.006), np.log(0.594 * 0.009)], rtol=1e-5)
+
+
+def test_length_penalty_prefers_the_longer_hypothesis():
+    hypotheses, scores = run(AT_MAX_LENGTH, beam_size=2, alpha=0.6, max_length=2)
+    # (5+2)/6)^0.6 = 1.097: [A EOS] -5.231 / 1.097 = -4.769 now beats [EOS] -5.116 / 1.
+    assert hypotheses == [[[A, EOS], [EOS]]]
+    np.testing.assert_allclose(scores[0], [np.log(0.594 * 0.009) / lp(2, 0.6), np.log(0.006)], rtol=1e-5)
+
+
+def test_every_hypothesis_stops_at_its_sentence_max_length():
+    never_eos = [[row(TINY, 0.5, 0.5)] * 4] * 6
+    result = beam_search(table_step_fn(never_eos), tf.zeros([4, 1]), 2, 2, 0.6, tf.constant([3, 5]), eos_id=EOS)
+    assert result.lengths.numpy().tolist() == [[3, 3], [5, 5]]
+    assert (result.ids.numpy()[0, :, 2] == EOS).all() and (result.ids.numpy()[1, :, 4] == EOS).all()
+    assert (result.ids.numpy()[0, :, 3:] == 0).all()
+
+
+def test_length_penalty_formula():
+    np.testing.assert_allclose(float(length_penalty(10, 0.6)), (15 / 6) ** 0.6, rtol=1e-6)
+    assert float(length_penalty(10, 0.0)) == 1.0
+
+
+# --- on the model: the cache must not change the search ---
+
+VOCAB = 40
+
+
+def _model():
+    hp = dataclasses.replace(registry.hparams("transformer_tiny"), hidden_size=32, filter_size=64)
+    return Transformer.from_hparams(hp, VOCAB)
+
+
+def _sources():
+    return tf.constant([[5, 6, 7, 1, 0, 0], [8, 9, 10, 11, 12, 1], [13, 1, 0, 0, 0, 0]])
+
+
+def _cached_search(model, sources, beam_size, alpha, extra_length=6):
+    max_lengths = tf.reduce_sum(tf.cast(sources != 0, tf.int32), axis=1) + extra_length
+    encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), model.encode(sources))
+    cache = model.init_cache(encoded, tf.reduce_max(max_lengths))
+    return beam_search(model.decode_step, cache, tf.shape(sources)[0], beam_size, alpha, max_lengths, eos_id=EOS)
+
+
+def _uncached_search(model, sources, beam_size, alpha, extra_length=6):
+    """The same search, recomputing the decoder over the whole prefix at every step."""
+    max_lengths = tf.reduce_sum(tf.cast(sources != 0, tf.int32), axis=1) + extra_length
+    max_length = int(tf.reduce_max(max_lengths))
+    encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), model.encode(sources))
+
+    def step_fn(ids, index, prefix):
+        prefix = tf.tensor_scatter_nd_update(
+            prefix, tf.stack([tf.range(tf.shape(ids)[0]), tf.fill(tf.shape(ids), index)], axis=1), ids
+        )
+        # decode() shifts its targets right: feed prefix[1:], read the logits at `index`.
+        targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)
+        return model.decode(targets, encoded)[:, index], prefix
+
+    prefix = tf.zeros([tf.shape(sources)[0] * beam_size, max_length], tf.int32)
+    return beam_search(step_fn, prefix, tf.shape(sources)[0], beam_size, alpha, max_lengths, eos_id=EOS)
+
+
+@pytest.mark.parametrize("beam_size, alpha", [(1, 0.0), (4, 0.6)])
+def test_cached_and_uncached_search_agree(beam_size, alpha):
+    model = _model()
+    cached = _cached_search(model, _sources(), beam_size, alpha)
+    uncached = _uncached_search(model, _sources(), beam_size, alpha)
+    np.testing.assert_array_equal(cached.ids.numpy(), uncached.ids.numpy())
+    np.testing.assert_allclose(cached.scores.numpy(), uncached.scores.numpy(), atol=1e-4)
