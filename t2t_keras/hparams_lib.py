@@ -71,6 +71,14 @@ class HParams:
     # --- batching (section 5.1) ---
     batch_size: int = _field(4096, TRAINING, "tokens per replica per step (source or target)")
     max_length: int = _field(256, TRAINING, "training pairs longer than this (in tokens) are dropped")
+    gradient_accumulation_steps: int = _field(
+        1, TRAINING, "batches per update: the paper's 8 GPUs x ~3125 tokens = 1 GPU with 8 steps"
+    )
+    # --- numerics ---
+    mixed_precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = _field(
+        "float32", TRAINING, "Keras dtype policy for training; mixed_float16 adds dynamic loss scaling"
+    )
+    xla: bool = _field(False, TRAINING, "compile the train step with XLA (jit_compile)")
 
     def validated(self) -> "HParams":
         """Self, after checking the values fit together; a one-line UsageError otherwise."""
@@ -79,7 +87,7 @@ class HParams:
             value = getattr(self, field.name)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
                 problems.append(f"{field.name}={value} must not be negative")
-        for name in ("num_hidden_layers", "hidden_size", "filter_size", "num_heads", "max_position"):
+        for name in ("num_hidden_layers", "hidden_size", "filter_size", "num_heads", "max_position", "batch_size", "gradient_accumulation_steps"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
         if self.num_heads > 0 and 0 in (self.attention_key_depth, self.attention_value_depth):

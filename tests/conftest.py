@@ -9,6 +9,13 @@ import keras  # noqa: E402
 import pytest  # noqa: E402
 
 import t2t_keras  # noqa: E402,F401  (selects the TensorFlow backend first)
+import tensorflow as tf  # noqa: E402
+
+# Two logical CPU devices, so MirroredStrategy can run 2 replicas on this machine. Must
+# happen before TensorFlow initialises its devices, i.e. before any test runs an op.
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -105,9 +105,14 @@ class Transformer(keras.Model):
             self.decoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="decoder_norm")
 
     @classmethod
-    def from_hparams(cls, hparams: HParams, vocab_size: int, target_vocab_size: int | None = None) -> "Transformer":
-        """A built model (weights created, so `count_params()` works)."""
-        model = cls(hparams.validated(), vocab_size, target_vocab_size)
+    def from_hparams(
+        cls, hparams: HParams, vocab_size: int, target_vocab_size: int | None = None, dtype=None
+    ) -> "Transformer":
+        """A built model (weights created, so `count_params()` works).
+
+        `dtype` is a Keras dtype policy name ("mixed_bfloat16"...); default: the global policy.
+        """
+        model = cls(hparams.validated(), vocab_size, target_vocab_size, dtype=dtype)
         model.build()
         return model
 

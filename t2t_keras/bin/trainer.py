@@ -1,0 +1,85 @@
+"""t2t-keras-trainer: train a registered problem with a registered hparams set.
+
+    t2t-keras-trainer --problem=translate_ende_wmt14 --hparams_set=transformer_big \
+        --data_dir=~/t2t_data --output_dir=~/t2t_train/big --train_steps=300000
+
+On several hosts, run the same command on every worker with TF_CONFIG set and
+--distribution_strategy=multi_worker_mirrored.
+"""
+
+import sys
+
+from absl import flags
+
+from t2t_keras import registry
+from t2t_keras.bin import flags as common_flags
+from t2t_keras.errors import UsageError
+
+
+def define_flags() -> None:
+    common_flags.define_registry_flags()
+    common_flags.define_hparams_flags()
+    flags.DEFINE_string("problem", None, "Registered problem, e.g. translate_ende_wmt14.")
+    flags.DEFINE_string("data_dir", None, "Where t2t-keras-datagen wrote the problem's data.")
+    flags.DEFINE_string("output_dir", None, "Checkpoints, hparams.json and TensorBoard events go here.")
+    flags.DEFINE_integer("train_steps", 100000, "Optimizer updates to reach (the paper: 100000 base, 300000 big).")
+    flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation; 0 = the whole dev split.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Save (and evaluate) every this many steps.")
+    flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints kept (the paper averages the last 5 or 20).")
+    flags.DEFINE_integer("log_steps", 100, "Progress line and TensorBoard scalars every this many steps.")
+    flags.DEFINE_integer("eval_bleu_sentences", 100, "Dev sentences translated for BLEU at each evaluation; 0 = none.")
+    flags.DEFINE_bool("evaluate", True, "Evaluate on the dev split after each checkpoint.")
+    flags.DEFINE_enum(
+        "distribution_strategy", "auto", ["auto", "mirrored", "multi_worker_mirrored", "one_device"],
+        "auto = MirroredStrategy over all local GPUs, or one device (GPU or CPU).",
+    )
+    flags.DEFINE_integer("seed", None, "Random seed for initialisation, dropout and shuffling.")
+    flags.DEFINE_bool("start_over", False, "Delete the checkpoints already in --output_dir and start from step 0.")
+
+
+def main(argv) -> int:
+    del argv
+    if common_flags.load_registrations():
+        return 0
+    FLAGS = flags.FLAGS
+    for name in ("problem", "data_dir", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise UsageError(f"--{name} is required (see --helpfull).")
+    if FLAGS.train_steps <= 0 or FLAGS.save_checkpoints_steps <= 0 or FLAGS.log_steps <= 0:
+        raise UsageError("--train_steps, --save_checkpoints_steps and --log_steps must be positive.")
+    hparams = common_flags.resolve_hparams()
+    problem = registry.problem(FLAGS.problem)
+
+    import keras  # TensorFlow loads here, once the flags are known to be good
+
+    from t2t_keras.training import distribution, trainer
+
+    strategy = distribution.make_strategy(FLAGS.distribution_strategy)
+    if FLAGS.seed is not None:
+        keras.utils.set_random_seed(FLAGS.seed)
+    settings = trainer.RunSettings(
+        output_dir=FLAGS.output_dir, data_dir=FLAGS.data_dir, train_steps=FLAGS.train_steps,
+        eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
+        eval_bleu_sentences=FLAGS.eval_bleu_sentences, evaluate=FLAGS.evaluate, seed=FLAGS.seed,
+        start_over=FLAGS.start_over,
+    )
+    try:
+        result = trainer.train(problem, hparams, settings, strategy)
+    except trainer.TrainingStopped as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if result.get("already_done"):
+        print(f"{FLAGS.output_dir} is already at step {result['step']} (--train_steps={FLAGS.train_steps}); nothing to do.")
+    else:
+        print(f"trained to step {result['step']}: loss {result['loss']:.4f}; checkpoint {result['checkpoint']}")
+    return 0
+
+
+def run() -> None:
+    define_flags()
+    common_flags.run(main)
+
+
+if __name__ == "__main__":
+    run()

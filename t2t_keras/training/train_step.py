@@ -1,0 +1,140 @@
+"""One optimizer update under a tf.distribute strategy, normalised by the global token count.
+
+The loss of an update is the label-smoothed cross-entropy summed over every real target
+token of the update (all replicas, all accumulated batches) divided by their number, so
+2 replicas x B/2 sentences, 1 replica x B sentences and 2 accumulated batches of B/2 give
+the same gradients. Keras optimizers sum gradients across replicas, so each replica
+contributes its loss sum divided by the global count.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from t2t_keras.hparams_lib import HParams
+from t2t_keras.training.losses import loss_sum_and_weight
+from t2t_keras.training.schedules import RsqrtWarmupSchedule
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
+    """Adam with the paper's betas, epsilon and learning-rate schedule (loss scaling for float16)."""
+    schedule = RsqrtWarmupSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate)
+    optimizer = keras.optimizers.Adam(
+        learning_rate=schedule, beta_1=hparams.adam_beta1, beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon
+    )
+    if hparams.mixed_precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def target_tokens(features):
+    return tf.reduce_sum(tf.cast(features["targets"] != 0, tf.float32))
+
+
+class TrainStep:
+    """The update of `model` by `optimizer` from distributed batches.
+
+    Create under `strategy.scope()`. `update(iterator)` reads `gradient_accumulation_steps`
+    batches from a distributed iterator and applies one update; it returns the update's
+    mean loss per target token and the global number of target tokens.
+    """
+
+    def __init__(self, model, optimizer, hparams: HParams, strategy: tf.distribute.Strategy):
+        self.model = model
+        self.optimizer = optimizer
+        self.hparams = hparams
+        self.strategy = strategy
+        self.accumulation_steps = hparams.gradient_accumulation_steps
+        self.variables = model.trainable_variables
+        optimizer.build(self.variables)
+        if self.accumulation_steps > 1:
+            replica_local = dict(
+                trainable=False,
+                synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.SUM,
+            )
+            self.gradient_sums = [tf.Variable(tf.zeros(v.shape, v.dtype), **replica_local) for v in self.variables]
+            self.loss_sum = tf.Variable(0.0, **replica_local)
+            self.token_sum = tf.Variable(0.0, **replica_local)
+        jit = hparams.xla
+        self._replica_update = tf.function(self._replica_update_fn, jit_compile=jit)
+        self._replica_accumulate = tf.function(self._replica_accumulate_fn, jit_compile=jit)
+        self._update_one = tf.function(self._update_one_fn)
+        self._accumulate = tf.function(self._accumulate_fn)
+        self._apply_accumulated = tf.function(self._apply_accumulated_fn)
+
+    # --- public ---
+    def update(self, iterator):
+        """One optimizer update; returns (mean loss per target token, target tokens) as tensors."""
+        if self.accumulation_steps == 1:
+            return self._update_one(iterator)
+        for _ in range(self.accumulation_steps):
+            self._accumulate(iterator)
+        return self._apply_accumulated()
+
+    def gradients(self, per_replica_features):
+        """The update's gradients (all-reduced, normalised) for distributed features; no update.
+
+        For tests: what `update` would apply, from the same replica code.
+        """
+
+        def replica_fn(features):
+            global_tokens = tf.distribute.get_replica_context().all_reduce(SUM, target_tokens(features))
+            gradients, loss_sum = self._loss_sum_gradients(features, global_tokens)
+            context = tf.distribute.get_replica_context()
+            return context.all_reduce(SUM, gradients), context.all_reduce(SUM, loss_sum) / global_tokens
+
+        return self.strategy.run(tf.function(replica_fn), args=(per_replica_features,))
+
+    # --- replica functions ---
+    def _loss_sum_gradients(self, features, divisor):
+        """Gradients of (loss summed over this replica's real tokens) / divisor."""
+        with tf.GradientTape() as tape:
+            logits = self.model(features, training=True)
+            loss_sum, _ = loss_sum_and_weight(features["targets"], logits, self.hparams.label_smoothing)
+            loss = loss_sum / tf.maximum(divisor, 1.0)
+            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+                loss = self.optimizer.scale_loss(loss)
+        return tape.gradient(loss, self.variables), loss_sum
+
+    def _replica_update_fn(self, features):
+        context = tf.distribute.get_replica_context()
+        global_tokens = context.all_reduce(SUM, target_tokens(features))
+        gradients, loss_sum = self._loss_sum_gradients(features, global_tokens)
+        self.optimizer.apply_gradients(zip(gradients, self.variables))
+        return context.all_reduce(SUM, loss_sum) / tf.maximum(global_tokens, 1.0), global_tokens
+
+    def _replica_accumulate_fn(self, features):
+        gradients, loss_sum = self._loss_sum_gradients(features, tf.constant(1.0))
+        for total, gradient in zip(self.gradient_sums, gradients):
+            total.assign_add(tf.convert_to_tensor(gradient))
+        self.loss_sum.assign_add(loss_sum)
+        self.token_sum.assign_add(target_tokens(features))
+
+    def _replica_apply_fn(self):
+        context = tf.distribute.get_replica_context()
+        global_tokens = tf.maximum(context.all_reduce(SUM, self.token_sum.read_value()), 1.0)
+        self.optimizer.apply_gradients(zip([g.read_value() / global_tokens for g in self.gradient_sums], self.variables))
+        loss = context.all_reduce(SUM, self.loss_sum.read_value()) / global_tokens
+        for variable in (*self.gradient_sums, self.loss_sum, self.token_sum):
+            variable.assign(tf.zeros_like(variable))
+        return loss, global_tokens
+
+    # --- cross-replica functions ---
+    def _update_one_fn(self, iterator):
+        loss, tokens = self.strategy.run(self._replica_update, args=(next(iterator),))
+        return self._first(loss), self._first(tokens)
+
+    def _accumulate_fn(self, iterator):
+        self.strategy.run(self._replica_accumulate, args=(next(iterator),))
+
+    def _apply_accumulated_fn(self):
+        loss, tokens = self.strategy.run(self._replica_apply_fn)
+        return self._first(loss), self._first(tokens)
+
+    def _first(self, value):
+        """A value all replicas agree on (it was all-reduced), from the first replica."""
+        return self.strategy.experimental_local_results(value)[0]

@@ -1,0 +1,210 @@
+"""The training loop: the paper's recipe under a tf.distribute strategy, with checkpoints
+that survive a kill, periodic evaluation with real BLEU, progress logs and TensorBoard.
+
+    train(problem, hparams, RunSettings(output_dir=..., data_dir=..., train_steps=...), strategy)
+
+Everything that can be checked before training is checked first (writable output_dir, data
+present, same architecture and vocabulary as the checkpoints already there, steps left to
+do). A rerun resumes from the latest checkpoint: weights, optimizer slots and the global
+step, from which the learning-rate schedule continues.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import shutil
+import tempfile
+import time
+
+import tensorflow as tf
+from absl import logging
+
+from t2t_keras import registry
+from t2t_keras.errors import UsageError
+from t2t_keras.hparams_lib import MODEL, HParams
+from t2t_keras.run_dir import CHECKPOINT_PREFIX, RunDir, checkpoint_step
+from t2t_keras.training.distribution import is_chief
+from t2t_keras.training.evaluation import Evaluator
+from t2t_keras.training.train_step import TrainStep, make_optimizer
+
+
+class TrainingStopped(RuntimeError):
+    """Training cannot go on (e.g. the loss became NaN); the message says what was kept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """Run settings (flags), as opposed to the model and recipe (hparams)."""
+
+    output_dir: str
+    data_dir: str
+    train_steps: int
+    eval_steps: int = 0  # dev batches per evaluation; 0 = the whole dev split
+    save_checkpoints_steps: int = 1000  # also evaluate then
+    keep_checkpoint_max: int = 20
+    log_steps: int = 100
+    eval_bleu_sentences: int = 100  # 0 = no BLEU during training
+    evaluate: bool = True
+    seed: int | None = None
+    start_over: bool = False
+
+
+def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distribute.Strategy) -> dict:
+    """Trains to `settings.train_steps`; returns {"step", "loss", "eval": {...}} of the end."""
+    run_dir = RunDir(settings.output_dir)
+    chief = is_chief(strategy)
+    if chief:
+        run_dir.ensure_writable()
+    vocabulary = problem.load_vocabulary(settings.data_dir)  # a UsageError if datagen did not run
+    _check_restart(run_dir, hparams, problem, vocabulary, settings, chief)
+    latest = run_dir.latest_checkpoint()
+    start_step = checkpoint_step(latest) if latest else 0
+    if start_step >= settings.train_steps:
+        logging.info("%s is at step %d >= --train_steps=%d: nothing to do.", run_dir.path, start_step, settings.train_steps)
+        return {"step": start_step, "already_done": True}
+    if chief:
+        run_dir.write(hparams, problem.name, vocabulary)
+
+    with strategy.scope():
+        model = registry.model(hparams.model).from_hparams(hparams, vocabulary.size, dtype=hparams.mixed_precision)
+        optimizer = make_optimizer(hparams)
+        train_step = TrainStep(model, optimizer, hparams, strategy)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    checkpoint_dir = run_dir.path if chief else tempfile.mkdtemp(prefix="t2t_keras_worker_ckpt_")
+    manager = tf.train.CheckpointManager(
+        checkpoint, checkpoint_dir, max_to_keep=settings.keep_checkpoint_max, checkpoint_name=CHECKPOINT_PREFIX
+    )
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        logging.info("Resuming from %s (step %d).", latest, start_step)
+
+    dataset = strategy.distribute_datasets_from_function(
+        lambda context: problem.dataset(
+            "train", settings.data_dir, hparams.batch_size, training=True, max_length=hparams.max_length,
+            input_context=context, seed=settings.seed,
+        )
+    )
+    evaluator = (
+        Evaluator(problem, settings.data_dir, model, vocabulary, hparams, strategy, settings.eval_steps,
+                  settings.eval_bleu_sentences if chief else 0)
+        if settings.evaluate else None
+    )
+    writers = _summary_writers(run_dir.path, chief)
+    try:
+        return _loop(train_step, iter(dataset), manager, evaluator, writers, settings, start_step, run_dir)
+    finally:
+        if not chief:
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def _check_restart(run_dir, hparams, problem, vocabulary, settings, chief) -> None:
+    """Refuses to continue an output_dir holding another architecture, problem or vocabulary."""
+    if not run_dir.exists():
+        return
+    if settings.start_over:
+        if chief:
+            run_dir.clear()
+        return
+    previous = run_dir.hparams()
+    differences = previous.differences(hparams, group=MODEL)
+    if differences:
+        raise UsageError(
+            f"--output_dir={run_dir.path} holds a model with other architecture hparams ({'; '.join(differences)}); "
+            "use another --output_dir, or --start_over to delete its checkpoints."
+        )
+    info = run_dir.run_info()
+    if info["problem"] != problem.name:
+        raise UsageError(
+            f"--output_dir={run_dir.path} was trained on {info['problem']}, not {problem.name}; "
+            "use another --output_dir or --start_over."
+        )
+    if info["vocab_sha256"] != vocabulary.sha256:
+        raise UsageError(
+            f"the vocabulary in --data_dir={settings.data_dir} ({vocabulary.size} pieces) is not the one the model in "
+            f"--output_dir={run_dir.path} was trained with ({info['vocab_size']} pieces); use the original data_dir, "
+            "or --start_over."
+        )
+    for line in previous.differences(hparams):
+        logging.info("Training hparam changed since the last run: %s", line)
+
+
+def _summary_writers(output_dir, chief):
+    if not chief:
+        return {"train": tf.summary.create_noop_writer(), "eval": tf.summary.create_noop_writer()}
+    return {name: tf.summary.create_file_writer(os.path.join(output_dir, name)) for name in ("train", "eval")}
+
+
+def _loop(train_step, iterator, manager, evaluator, writers, settings, start_step, run_dir) -> dict:
+    optimizer = train_step.optimizer
+    step, last_saved, loss = start_step, manager.latest_checkpoint, float("nan")
+    window = _Window(start_step)
+    eval_metrics = {}
+    while step < settings.train_steps:
+        try:
+            loss_tensor, tokens = train_step.update(iterator)
+            loss = float(loss_tensor)
+        except tf.errors.DataLossError as e:
+            raise UsageError(
+                f"corrupt TFRecord data in --data_dir={settings.data_dir} ({e.message.splitlines()[0]}); "
+                "rerun t2t-keras-datagen with --overwrite."
+            ) from None
+        step += 1
+        if not math.isfinite(loss):
+            raise TrainingStopped(
+                f"the loss became {loss} at step {step}; stopped without saving. The last good checkpoint is "
+                f"{last_saved or 'none'}. Lower learning_rate, raise learning_rate_warmup_steps, or train in float32."
+            )
+        window.add(loss, float(tokens))
+        if step % settings.log_steps == 0 or step == settings.train_steps:
+            learning_rate = float(optimizer.learning_rate)
+            stats = window.flush(step)
+            eta = (settings.train_steps - step) / max(stats["steps_per_s"], 1e-9)
+            logging.info(
+                "step %d/%d  loss %.4f  lr %.3g  %.2f steps/s  %.0f tokens/s  ETA %s",
+                step, settings.train_steps, stats["loss"], learning_rate, stats["steps_per_s"],
+                stats["tokens_per_s"], _duration(eta),
+            )
+            with writers["train"].as_default(step=step):
+                for name, value in (*stats.items(), ("learning_rate", learning_rate)):
+                    tf.summary.scalar(name, value)
+        if step % settings.save_checkpoints_steps == 0 or step == settings.train_steps:
+            last_saved = manager.save(checkpoint_number=step)
+            logging.info("Saved %s.", last_saved)
+            if evaluator is not None:
+                eval_metrics = evaluator.evaluate()
+                logging.info("eval at step %d: %s", step, "  ".join(f"{k} {v:.4g}" for k, v in eval_metrics.items()))
+                with writers["eval"].as_default(step=step):
+                    for name, value in eval_metrics.items():
+                        tf.summary.scalar(name, value)
+    for writer in writers.values():
+        writer.flush()
+    return {"step": step, "loss": loss, "eval": eval_metrics, "checkpoint": last_saved, "output_dir": run_dir.path}
+
+
+class _Window:
+    """Loss, steps/s and tokens/s since the last progress line."""
+
+    def __init__(self, step):
+        self.start_time, self.start_step = time.perf_counter(), step
+        self.losses, self.tokens = [], 0.0
+
+    def add(self, loss, tokens):
+        self.losses.append(loss)
+        self.tokens += tokens
+
+    def flush(self, step) -> dict:
+        seconds = max(time.perf_counter() - self.start_time, 1e-9)
+        stats = {
+            "loss": sum(self.losses) / max(len(self.losses), 1),
+            "steps_per_s": (step - self.start_step) / seconds,
+            "tokens_per_s": self.tokens / seconds,
+        }
+        self.__init__(step)
+        return stats
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"
