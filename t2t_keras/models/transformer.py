@@ -97,8 +97,11 @@ class Transformer(keras.Model):
             layer_norm_epsilon=hp.layer_norm_epsilon,
             dtype=dtype,
         )
-        self.encoder_blocks = [EncoderBlock(**block, name=f"encoder_{i}") for i in range(hp.num_hidden_layers)]
-        self.decoder_blocks = [DecoderBlock(**block, name=f"decoder_{i}") for i in range(hp.num_hidden_layers)]
+        # One attribute per block: tf.train.Checkpoint and SavedModel follow attributes, but not
+        # the TrackedList Keras makes of a list attribute (its blocks would be left out).
+        for i in range(hp.num_hidden_layers):
+            setattr(self, f"encoder_{i}", EncoderBlock(**block, name=f"encoder_{i}"))
+            setattr(self, f"decoder_{i}", DecoderBlock(**block, name=f"decoder_{i}"))
         self.embedding_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout, dtype=dtype)
         if hp.norm_type == "pre":  # pre-norm stacks end unnormalised: one final LayerNorm each
             self.encoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="encoder_norm")
@@ -132,6 +135,14 @@ class Transformer(keras.Model):
     @property
     def num_layers(self) -> int:
         return self.hparams.num_hidden_layers
+
+    @property
+    def encoder_blocks(self) -> list:
+        return [getattr(self, f"encoder_{i}") for i in range(self.num_layers)]
+
+    @property
+    def decoder_blocks(self) -> list:
+        return [getattr(self, f"decoder_{i}") for i in range(self.num_layers)]
 
     def call(self, features, training=None):
         encoded = self.encode(features["inputs"], training=training)

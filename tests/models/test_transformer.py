@@ -113,6 +113,19 @@ def test_config_round_trip_and_weights():
     assert restored.hparams == model.hparams
 
 
+@pytest.mark.parametrize("variant", ["pre_norm", "unshared_dk_dv"])
+def test_tf_checkpoint_holds_every_weight(variant, tmp_path):
+    """tf.train.Checkpoint (the trainer's format) saves and restores all weights."""
+    model = Transformer.from_hparams(VARIANTS[variant], VOCAB)
+    path = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
+    saved = [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
+    assert len(saved) == len({id(w) for w in model.weights})
+    fresh = Transformer.from_hparams(VARIANTS[variant], VOCAB)
+    tf.train.Checkpoint(model=fresh).restore(path).assert_consumed()
+    for restored, original in zip(fresh.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(restored, original)
+
+
 def test_registered_as_transformer():
     assert registry.model("transformer") is Transformer
 

@@ -1,0 +1,147 @@
+"""The training loop end to end on translate_ende_multi30k with a very small model."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.errors import UsageError
+from t2t_keras.run_dir import RunDir
+from t2t_keras.training import trainer
+from t2t_keras.training.checkpoints import average_checkpoints, build_model, restore_model
+from t2t_keras.training.train_step import TrainStep
+from tests.testing import assert_one_line_error
+
+SMALL = "hidden_size=32,filter_size=64,num_heads=2,batch_size=512,max_length=64,learning_rate_warmup_steps=20"
+
+
+def _hparams(overrides=""):
+    return registry.hparams("transformer_tiny", ",".join(filter(None, [SMALL, overrides])))
+
+
+def _train(output_dir, data_dir, steps, overrides="", **settings):
+    settings = {"save_checkpoints_steps": 2, "log_steps": 1, "evaluate": False, **settings}
+    run = trainer.RunSettings(output_dir=str(output_dir), data_dir=data_dir, train_steps=steps, **settings)
+    return trainer.train(registry.problem("translate_ende_multi30k"), _hparams(overrides), run, tf.distribute.OneDeviceStrategy("/cpu:0"))
+
+
+def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path):
+    result = _train(tmp_path / "run", multi30k_data_dir, 4, eval_bleu_sentences=8, evaluate=True, eval_steps=3)
+    assert result["step"] == 4 and np.isfinite(result["loss"])
+    assert set(result["eval"]) == {"loss", "nll", "perplexity", "accuracy", "tokens", "bleu"}
+    assert 0 <= result["eval"]["bleu"] <= 100 and result["eval"]["perplexity"] > 1
+    run_dir = RunDir(tmp_path / "run")
+    assert run_dir.hparams() == _hparams()
+    assert run_dir.run_info()["problem"] == "translate_ende_multi30k"
+    assert run_dir.vocabulary().sha256 == registry.problem("translate_ende_multi30k").load_vocabulary(multi30k_data_dir).sha256
+    assert [os.path.basename(p) for p in run_dir.checkpoints()] == ["ckpt-2", "ckpt-4"]
+    assert os.listdir(tmp_path / "run" / "train") and os.listdir(tmp_path / "run" / "eval")  # TensorBoard events
+    model, path = restore_model(run_dir)
+    assert path.endswith("ckpt-4") and model.count_params() > 0
+
+
+def test_resume_refusals_and_start_over(multi30k_data_dir, tmp_path):
+    _train(tmp_path / "run", multi30k_data_dir, 2)
+    assert _train(tmp_path / "run", multi30k_data_dir, 2) == {"step": 2, "already_done": True}
+    with pytest.raises(UsageError, match=r"other architecture hparams \(num_hidden_layers: 2 -> 1\).*--start_over"):
+        _train(tmp_path / "run", multi30k_data_dir, 4, "num_hidden_layers=1")
+    result = _train(tmp_path / "run", multi30k_data_dir, 2, "num_hidden_layers=1", start_over=True)
+    assert result["step"] == 2 and RunDir(tmp_path / "run").hparams().num_hidden_layers == 1
+    # A changed training hparam is allowed, and resumes from the checkpoint.
+    assert _train(tmp_path / "run", multi30k_data_dir, 4, "num_hidden_layers=1,label_smoothing=0.2")["step"] == 4
+
+
+def test_bad_input_is_reported_before_any_work(multi30k_data_dir, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match=r"--output_dir=.*file/run is not writable"):
+        _train(blocker / "run", multi30k_data_dir, 2)
+    with pytest.raises(UsageError, match=r"--data_dir=.*empty has no complete data for translate_ende_multi30k .*run t2t-keras-datagen --problem=translate_ende_multi30k"):
+        os.makedirs(tmp_path / "empty")
+        _train(tmp_path / "run", str(tmp_path / "empty"), 2)
+    _train(tmp_path / "run", multi30k_data_dir, 2)
+    run_path = tmp_path / "run" / "run.json"
+    record = json.loads(run_path.read_text())
+    run_path.write_text(json.dumps({**record, "vocab_sha256": "0" * 64, "vocab_size": 7000}))
+    with pytest.raises(UsageError, match=r"the vocabulary in --data_dir=.* \(8000 pieces\) is not the one the model .* was trained with \(7000 pieces\)"):
+        _train(tmp_path / "run", multi30k_data_dir, 4)
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(multi30k_data_dir, tmp_path, monkeypatch):
+    real_update, calls = TrainStep.update, []
+
+    def update_then_nan(self, iterator):
+        calls.append(1)
+        loss, tokens = real_update(self, iterator)
+        return (loss * float("nan") if len(calls) == 3 else loss), tokens
+
+    monkeypatch.setattr(TrainStep, "update", update_then_nan)
+    with pytest.raises(trainer.TrainingStopped, match=r"the loss became nan at step 3; stopped without saving\. The last good checkpoint is .*ckpt-2"):
+        _train(tmp_path / "run", multi30k_data_dir, 6)
+    assert [os.path.basename(p) for p in RunDir(tmp_path / "run").checkpoints()] == ["ckpt-2"]
+
+
+def test_averaging_two_checkpoints_is_their_elementwise_mean(multi30k_data_dir, tmp_path):
+    _train(tmp_path / "run", multi30k_data_dir, 4)
+    run_dir = RunDir(tmp_path / "run")
+    first, _ = restore_model(run_dir, str(tmp_path / "run" / "ckpt-2"))
+    second, _ = restore_model(run_dir, str(tmp_path / "run" / "ckpt-4"))
+    path = average_checkpoints(str(tmp_path / "run"), 2, str(tmp_path / "avg"))
+    assert path.endswith("ckpt-4")  # keeps the newest averaged step
+    averaged, _ = restore_model(RunDir(tmp_path / "avg"))
+    changed = 0
+    for a, b, mean in zip(first.get_weights(), second.get_weights(), averaged.get_weights()):
+        np.testing.assert_allclose(mean, (a + b) / 2, rtol=1e-6, atol=1e-7)
+        changed += not np.allclose(a, b)
+    assert changed > 10  # the two checkpoints really differ
+    with pytest.raises(UsageError, match="no checkpoint to average"):
+        average_checkpoints(str(tmp_path / "nothing"), 2, str(tmp_path / "avg2"))
+
+
+def _trainer_cli(*args):
+    return [sys.executable, "-m", "t2t_keras.bin.trainer", "--problem=translate_ende_multi30k", "--hparams_set=transformer_tiny", f"--hparams={SMALL}", *args]
+
+
+def test_sigkill_midway_then_rerun_resumes_and_finishes(multi30k_data_dir, tmp_path):
+    output_dir = tmp_path / "run"
+    command = _trainer_cli(f"--data_dir={multi30k_data_dir}", f"--output_dir={output_dir}", "--train_steps=12",
+                           "--save_checkpoints_steps=2", "--log_steps=1", "--noevaluate")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+        if (output_dir / "ckpt-6.index").exists():  # kill as soon as the third save starts to land
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "training ended before it could be killed"
+    run_dir = RunDir(output_dir)
+    survivors = run_dir.checkpoints()
+    assert survivors, "no checkpoint survived"
+    for path in survivors:  # every checkpoint the state file names loads
+        restore_model(run_dir, path)
+
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    resumed_from = int(result.stderr.split("Resuming from ")[1].split("(step ")[1].split(")")[0])
+    assert resumed_from >= 4
+    assert "trained to step 12" in result.stdout
+    assert os.path.basename(run_dir.latest_checkpoint()) == "ckpt-12"
+
+
+def test_cli_bad_input_one_line(multi30k_data_dir, tmp_path):
+    def run(*args):
+        return subprocess.run(_trainer_cli(*args), capture_output=True, text=True)
+
+    assert_one_line_error(run(f"--data_dir={multi30k_data_dir}"), "error: --output_dir is required")
+    assert_one_line_error(run(f"--data_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}", "--hparams=num_heads=3"),
+                          "error: invalid hparams: hidden_size=128 is not divisible by num_heads=3")  # the last --hparams wins
+    assert_one_line_error(run(f"--data_dir={tmp_path / 'none'}", f"--output_dir={tmp_path / 'o'}"),
+                          "error: --data_dir=")
