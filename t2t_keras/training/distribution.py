@@ -13,13 +13,13 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     multi_worker_mirrored: MultiWorkerMirroredStrategy configured by TF_CONFIG, one command per worker;
     one_device: the first GPU, or the CPU.
     """
+    if name == "multi_worker_mirrored":  # first: collectives must be set up before devices are listed
+        return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
         return tf.distribute.MirroredStrategy() if len(gpus) > 1 else make_strategy("one_device")
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
-    if name == "multi_worker_mirrored":
-        return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
     raise UsageError(f"--distribution_strategy={name}: must be one of {', '.join(STRATEGIES)}.")
