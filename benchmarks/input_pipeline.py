@@ -16,6 +16,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from t2t_keras.system import keep_freed_memory  # noqa: E402
+
+keep_freed_memory()  # as the CLIs do (see t2t_keras/system.py)
+
 
 def main():
     parser = argparse.ArgumentParser()

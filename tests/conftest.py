@@ -5,6 +5,10 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from t2t_keras.system import keep_freed_memory  # noqa: E402
+
+keep_freed_memory()  # as the CLIs do: the suite runs ~2x faster
+
 import keras  # noqa: E402
 import pytest  # noqa: E402
 

@@ -3,14 +3,16 @@
 import keras
 from keras import ops
 
+MASKED_LOGIT = -1.0e9  # added to the logits of masked keys: exp() underflows to exactly 0
+
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class MultiHeadAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(d_k)) V over `num_heads` heads, then W^O (section 3.2).
 
     Projections have no biases, as in the paper's equations. The attention softmax runs in
-    float32 whatever the compute dtype, and masked logits get the dtype's most negative
-    finite value, so a fully masked row never yields NaN.
+    float32 whatever the compute dtype, and masked logits are pushed down by a finite 1e9,
+    so a fully masked row never yields NaN.
 
     Args:
       num_heads: h.
@@ -22,7 +24,7 @@ class MultiHeadAttention(keras.layers.Layer):
     Masks are boolean, True = attend, broadcastable to [batch, queries, keys].
 
     Incremental decoding keeps keys and values of earlier positions in fixed-size caches
-    `[batch, max_length, num_heads, depth]` (`init_cache`), written at `cache_index` by
+    `[batch, num_heads, max_length, depth]` (`init_cache`), written at `cache_index` by
     `call_with_cache`; static shapes let one graph serve tf.function, XLA and SavedModel.
     Cross-attention projects the encoder output once (`project_memory`) and then calls
     `attend` at every step.
@@ -50,28 +52,19 @@ class MultiHeadAttention(keras.layers.Layer):
         memory_dim = query_dim if memory_shape is None else memory_shape[-1]
         output_dim = self.output_dim or query_dim
 
-        def projection(name, heads_depth, input_dim):
-            layer = keras.layers.EinsumDense(
-                "btd,dhk->bthk",
-                output_shape=(None, self.num_heads, heads_depth),
-                kernel_initializer="glorot_uniform",
-                dtype=self.dtype_policy,
-                name=name,
+        def projection(name, units, input_dim):
+            # Plain Dense over all heads at once: on TF's CPU kernels this runs several times
+            # faster than keras.layers.EinsumDense with a [d, h, depth] kernel.
+            layer = keras.layers.Dense(
+                units, use_bias=False, kernel_initializer="glorot_uniform", dtype=self.dtype_policy, name=name
             )
             layer.build((None, None, input_dim))
             return layer
 
-        self.query_dense = projection("query", self.key_depth, query_dim)
-        self.key_dense = projection("key", self.key_depth, memory_dim)
-        self.value_dense = projection("value", self.value_depth, memory_dim)
-        self.output_dense = keras.layers.EinsumDense(
-            "bthk,hkd->btd",
-            output_shape=(None, output_dim),
-            kernel_initializer="glorot_uniform",
-            dtype=self.dtype_policy,
-            name="output",
-        )
-        self.output_dense.build((None, None, self.num_heads, self.value_depth))
+        self.query_dense = projection("query", self.num_heads * self.key_depth, query_dim)
+        self.key_dense = projection("key", self.num_heads * self.key_depth, memory_dim)
+        self.value_dense = projection("value", self.num_heads * self.value_depth, memory_dim)
+        self.output_dense = projection("output", output_dim, self.num_heads * self.value_depth)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
     def call(self, query, memory=None, attention_mask=None, training=None):
@@ -80,26 +73,38 @@ class MultiHeadAttention(keras.layers.Layer):
         return self.attend(query, keys, values, attention_mask, training)
 
     def project_memory(self, memory):
-        """Keys [B, L, h, d_k] and values [B, L, h, d_v] of `memory` [B, L, d]."""
-        return self.key_dense(memory), self.value_dense(memory)
+        """Keys [B, h, L, d_k] and values [B, h, L, d_v] of `memory` [B, L, d]."""
+        return (
+            self._split_heads(self.key_dense(memory), self.key_depth),
+            self._split_heads(self.value_dense(memory), self.value_depth),
+        )
 
     def attend(self, query, keys, values, attention_mask=None, training=None):
-        """Attention of `query` [B, Lq, d] over already projected keys and values."""
-        queries = self.query_dense(query) * ops.cast(self.key_depth**-0.5, self.compute_dtype)
-        logits = ops.einsum("bqhk,bthk->bhqt", queries, keys)
-        logits = ops.cast(logits, "float32")
+        """Attention of `query` [B, Lq, d] over projected keys and values [B, h, Lk, depth]."""
+        queries = self._split_heads(self.query_dense(query), self.key_depth)
+        queries = queries * ops.cast(self.key_depth**-0.5, queries.dtype)
+        logits = ops.cast(ops.matmul(queries, ops.transpose(keys, (0, 1, 3, 2))), "float32")  # [B, h, Lq, Lk]
         if attention_mask is not None:
-            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [B, 1, Lq, Lk]
-            logits = ops.where(mask, logits, ops.cast(-3.0e38, "float32"))
+            # An additive bias on the (small, broadcast) mask is cheaper than a select over the
+            # logits, forward and backward.
+            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [B, 1, Lq or 1, Lk]
+            logits = logits + ops.where(mask, 0.0, MASKED_LOGIT)
         weights = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
         weights = self.dropout_layer(weights, training=training)
-        context = ops.einsum("bhqt,bthv->bqhv", weights, values)
+        context = ops.matmul(weights, values)  # [B, h, Lq, d_v]
+        batch_size, length = ops.shape(context)[0], ops.shape(context)[2]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch_size, length, self.num_heads * self.value_depth))
         return self.output_dense(context)
 
+    def _split_heads(self, projected, depth):
+        """[B, L, h * depth] -> [B, h, L, depth]."""
+        batch_size, length = ops.shape(projected)[0], ops.shape(projected)[1]
+        return ops.transpose(ops.reshape(projected, (batch_size, length, self.num_heads, depth)), (0, 2, 1, 3))
+
     def init_cache(self, batch_size, max_length):
-        """Zero key and value caches [B, max_length, h, d_k] and [B, max_length, h, d_v]."""
-        keys = ops.zeros((batch_size, max_length, self.num_heads, self.key_depth), self.compute_dtype)
-        values = ops.zeros((batch_size, max_length, self.num_heads, self.value_depth), self.compute_dtype)
+        """Zero key and value caches [B, h, max_length, d_k] and [B, h, max_length, d_v]."""
+        keys = ops.zeros((batch_size, self.num_heads, max_length, self.key_depth), self.compute_dtype)
+        values = ops.zeros((batch_size, self.num_heads, max_length, self.value_depth), self.compute_dtype)
         return keys, values
 
     def call_with_cache(self, query, key_cache, value_cache, cache_index, attention_mask=None):
@@ -113,7 +118,7 @@ class MultiHeadAttention(keras.layers.Layer):
           (output [B, 1, d], updated key_cache, updated value_cache)
         """
         step_keys, step_values = self.project_memory(query)
-        start = (0, cache_index, 0, 0)
+        start = (0, 0, cache_index, 0)
         key_cache = ops.slice_update(key_cache, start, ops.cast(step_keys, key_cache.dtype))
         value_cache = ops.slice_update(value_cache, start, ops.cast(step_values, value_cache.dtype))
         outputs = self.attend(query, key_cache, value_cache, attention_mask, training=False)

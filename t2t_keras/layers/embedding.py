@@ -1,6 +1,7 @@
 """Token embeddings scaled by sqrt(d_model), reusable as the pre-softmax projection."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -38,7 +39,10 @@ class SharedEmbedding(keras.layers.Layer):
 
     def logits(self, inputs):
         """[..., d_model] -> [..., vocab_size] with the transposed table."""
-        return ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, self.compute_dtype)))
+        # transpose_b instead of a transposed copy of the [V, d] table at every call.
+        flat = tf.reshape(inputs, [-1, self.hidden_size])
+        logits = tf.matmul(flat, tf.cast(self.embeddings, self.compute_dtype), transpose_b=True)
+        return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.hidden_size)

@@ -28,10 +28,10 @@ class DecoderCache(NamedTuple):
     carry and reorder it with `tf.nest`.
     """
 
-    keys: tuple  # per layer [B, max_length, h, d_k]: self-attention keys written so far
-    values: tuple  # per layer [B, max_length, h, d_v]
-    memory_keys: tuple  # per layer [B, S, h, d_k]: cross-attention keys of the encoder output
-    memory_values: tuple  # per layer [B, S, h, d_v]
+    keys: tuple  # per layer [B, h, max_length, d_k]: self-attention keys written so far
+    values: tuple  # per layer [B, h, max_length, d_v]
+    memory_keys: tuple  # per layer [B, h, S, d_k]: cross-attention keys of the encoder output
+    memory_values: tuple  # per layer [B, h, S, d_v]
     memory_mask: object  # [B, 1, S] bool
 
 
@@ -182,7 +182,7 @@ class Transformer(keras.Model):
     def decode_step(self, ids, index, cache: DecoderCache):
         """Feeds `ids` [B] at position `index`; returns (next-token logits [B, V] float32, cache)."""
         x = self._embed(self.target_embedding, self.target_position, ids[:, None], index, training=False)
-        max_length = ops.shape(cache.keys[0])[1]
+        max_length = ops.shape(cache.keys[0])[2]
         self_mask = masks.cache_causal_mask(index, max_length)
         keys, values = [], []
         for layer, block in enumerate(self.decoder_blocks):

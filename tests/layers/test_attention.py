@@ -30,7 +30,8 @@ def test_matches_scaled_dot_product_formula():
     mask[..., 0] = True
     outputs = layer(query, memory=memory, attention_mask=tf.constant(mask)).numpy()
 
-    wq, wk, wv, wo = (w.numpy() for w in (layer.query_dense.kernel, layer.key_dense.kernel, layer.value_dense.kernel, layer.output_dense.kernel))
+    wq, wk, wv = (w.numpy().reshape(D, 2, -1) for w in (layer.query_dense.kernel, layer.key_dense.kernel, layer.value_dense.kernel))
+    wo = layer.output_dense.kernel.numpy().reshape(2, 3, D)
     expected = np.zeros((B, L, D))
     for head in range(2):
         q = query.numpy() @ wq[:, head]
