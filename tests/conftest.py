@@ -24,10 +24,15 @@ tf.config.set_logical_device_configuration(
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+# Seeded once for the session, not per test: tf.random.set_seed clears TensorFlow's eager
+# kernel cache, which destroys the SentencePiece resources of tensorflow_text tokenizers
+# built earlier (e.g. by a module-scoped Translator fixture).
+keras.utils.set_random_seed(1234)
+
+
 @pytest.fixture(autouse=True)
-def _seeded_float32():
-    """Every test starts from the same seed and the float32 policy."""
-    keras.utils.set_random_seed(1234)
+def _float32_policy():
+    """Every test starts (and ends) with the float32 dtype policy."""
     keras.mixed_precision.set_global_policy("float32")
     yield
     keras.mixed_precision.set_global_policy("float32")
@@ -42,3 +47,24 @@ def multi30k_data_dir(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("multi30k_data")
     datagen.generate(registry.problem("translate_ende_multi30k"), str(data_dir), None, progress=False)
     return str(data_dir)
+
+
+TRAINED_HPARAMS = "hidden_size=32,filter_size=64,num_heads=2,batch_size=1024,max_length=64,learning_rate_warmup_steps=20"
+
+
+@pytest.fixture(scope="session")
+def trained_output_dir(multi30k_data_dir, tmp_path_factory):
+    """A transformer_tiny (shrunk) output_dir trained 30 steps on translate_ende_multi30k."""
+    from t2t_keras import registry
+    from t2t_keras.training import trainer
+
+    output_dir = tmp_path_factory.mktemp("trained")
+    settings = trainer.RunSettings(
+        output_dir=str(output_dir), data_dir=multi30k_data_dir, train_steps=30, save_checkpoints_steps=30,
+        log_steps=30, evaluate=False,
+    )
+    trainer.train(
+        registry.problem("translate_ende_multi30k"), registry.hparams("transformer_tiny", TRAINED_HPARAMS), settings,
+        tf.distribute.OneDeviceStrategy("/cpu:0"),
+    )
+    return str(output_dir)

@@ -17,6 +17,10 @@ from t2t_keras.problem import DecodeHParams
 class Translator(tf.Module):
     """Beam search translation with a trained Transformer.
 
+    Do not call tf.random.set_seed (or keras.utils.set_random_seed) after creating one: it
+    clears TensorFlow's eager kernel cache, which destroys the tensorflow_text SentencePiece
+    resource the text signature uses (a NotFoundError on the next translate_text).
+
     Args:
       model: a built `Transformer`.
       vocabulary: the problem's `Vocabulary` (for the text signatures).
@@ -51,9 +55,13 @@ class Translator(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def translate_text(self, sentences):
         """Raw sentences [B] -> {outputs [B] (best translation), scores [B]}."""
-        input_ids = self.tokenizer.tokenize(sentences).to_tensor(default_value=0)
+        # The SentencePiece resource lives on one host device; with several logical CPUs the
+        # placer could otherwise run tokenize and detokenize where it does not exist.
+        with tf.device("/device:CPU:0"):
+            input_ids = self.tokenizer.tokenize(sentences).to_tensor(default_value=0)
         result = self.translate_ids(input_ids)
         best_ids = result["ids"][:, 0]
         without_eos = tf.RaggedTensor.from_tensor(best_ids, lengths=tf.maximum(result["lengths"][:, 0] - 1, 0))
-        outputs = self.tokenizer.detokenize(without_eos)
+        with tf.device("/device:CPU:0"):
+            outputs = self.tokenizer.detokenize(without_eos)
         return {"outputs": outputs, "scores": result["scores"][:, 0]}

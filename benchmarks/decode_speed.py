@@ -1,0 +1,97 @@
+"""Beam-search decoding speed on the decode setup of ../shared/bench/shapes.py.
+
+    .venv/bin/python benchmarks/decode_speed.py            # cached (the fixed-size KV cache)
+    .venv/bin/python benchmarks/decode_speed.py --no-cache # the decoder re-run over the whole prefix
+
+The tiny shape with random weights; 64 source sentences of 20 tokens; beam 4, alpha 0.6;
+EOS is impossible until step 30, where it is the only choice, so every run does exactly 30
+decode steps (as every peer in ../shared/bench). Our real beam_search over the model's
+decode_step. Median of 3 runs after 1 warm-up. Prints one JSON line (shapes.decode_result).
+
+`build_decoder` also plugs into the peers' harness:
+    PYTHONPATH=benchmarks python ../shared/bench/decode_keras.py --impl decode_speed:build_decoder
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+
+T0 = time.perf_counter()
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH_DIR = os.environ.get("T2T_BENCH_DIR", os.path.join(os.path.dirname(REPO), "shared", "bench"))
+sys.path.insert(0, BENCH_DIR)
+import shapes  # noqa: E402
+
+from t2t_keras.system import keep_freed_memory  # noqa: E402
+
+keep_freed_memory()  # as the CLIs do (see t2t_keras/system.py)
+
+
+def build_decoder(shape, dcfg, cached=True):
+    """A callable: int32 source ids [B, S] -> output ids [B, forced_steps] (best beam)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from t2t_keras import registry
+    from t2t_keras.data.tokenizers import EOS_ID
+    from t2t_keras.decoding.beam_search import beam_search, tile_for_beams
+    from t2t_keras.models import Transformer
+
+    hparams = dataclasses.replace(
+        registry.hparams("transformer_base"), num_hidden_layers=shape.num_layers, hidden_size=shape.d_model,
+        filter_size=shape.d_ff, num_heads=shape.num_heads, layer_norm_epsilon=shape.layer_norm_eps,
+    )
+    model = Transformer.from_hparams(hparams, shape.vocab)
+    steps, beam = dcfg.forced_steps, dcfg.beam_size
+    no_early_eos = tf.constant(np.where(np.arange(shape.vocab) == EOS_ID, -1e9, 0.0), tf.float32)
+
+    def forced(step_fn):
+        def step(ids, index, state):
+            logits, state = step_fn(ids, index, state)
+            return logits + no_early_eos, state  # at index 29 beam_search allows only EOS
+
+        return step
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def decode(sources):
+        batch = tf.shape(sources)[0]
+        encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam), model.encode(sources))
+        max_lengths = tf.fill([batch], steps)
+        if cached:
+            state, step_fn = model.init_cache(encoded, steps), model.decode_step
+        else:
+            state = tf.zeros([batch * beam, steps], tf.int32)
+
+            def step_fn(ids, index, prefix):
+                rows = tf.range(tf.shape(ids)[0])
+                prefix = tf.tensor_scatter_nd_update(prefix, tf.stack([rows, tf.fill(tf.shape(ids), index)], 1), ids)
+                targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)
+                return model.decode(targets, encoded)[:, index], prefix
+
+        result = beam_search(forced(step_fn), state, batch, beam, dcfg.alpha, max_lengths, eos_id=EOS_ID)
+        return result.ids[:, 0]
+
+    return lambda sources: decode(tf.constant(sources)).numpy()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--no-cache", dest="cached", action="store_false")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    import tensorflow as tf
+
+    tf.random.set_seed(shapes.SEED)
+    dcfg = shapes.DECODE
+    run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached)
+    times, first, out = shapes.time_runs(run, shapes.decode_sources(dcfg, shapes.SHAPES[dcfg.shape].vocab), args.runs)
+    assert out.shape[-1] == dcfg.forced_steps and (out[:, -1] == 1).all(), "not exactly the forced number of steps"
+    peer = "t2t_keras_beam_kvcache" if args.cached else "t2t_keras_beam_nocache"
+    shapes.emit(shapes.decode_result(peer, dcfg, times, first, out.shape[-1], {"framework": "tensorflow " + tf.__version__}), T0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""t2t-keras-decoder: translate a file, or lines typed at a prompt, with a trained model.
+
+    t2t-keras-decoder --output_dir=~/t2t_train/base_avg5 --decode_from_file=newstest2014.en \
+        --decode_to_file=newstest2014.de.hyp --decode_reference=newstest2014.de
+    t2t-keras-decoder --output_dir=~/t2t_train/base --decode_interactive
+"""
+
+import sys
+
+from absl import flags
+
+from t2t_keras import hparams_lib, registry
+from t2t_keras.bin import flags as common_flags
+from t2t_keras.errors import UsageError
+
+
+def define_flags() -> None:
+    common_flags.define_registry_flags()
+    flags.DEFINE_string("output_dir", None, "The trainer's output_dir (or an averaged --avg_dir).")
+    flags.DEFINE_string("checkpoint_path", None, "A checkpoint to use instead of the latest, e.g. DIR/ckpt-50000.")
+    flags.DEFINE_string("decode_hparams", "", 'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false".')
+    flags.DEFINE_string("decode_from_file", None, "Source sentences, one per line.")
+    flags.DEFINE_string("decode_to_file", None, "Where to write the translations (default: stdout).")
+    flags.DEFINE_string("decode_reference", None, "Reference translations of --decode_from_file: print BLEU at the end.")
+    flags.DEFINE_bool("decode_interactive", False, "Translate lines typed at a prompt.")
+    flags.DEFINE_bool("progress", True, "Show a progress bar while decoding a file.")
+
+
+def main(argv) -> int:
+    del argv
+    if common_flags.load_registrations():
+        return 0
+    FLAGS = flags.FLAGS
+    if not FLAGS.output_dir:
+        raise UsageError("--output_dir is required: the trainer's output directory.")
+    if not FLAGS.decode_from_file and not FLAGS.decode_interactive:
+        raise UsageError("say what to decode: --decode_from_file=FILE or --decode_interactive.")
+    from t2t_keras.run_dir import RunDir
+
+    run_dir = RunDir(FLAGS.output_dir)
+    run_dir.hparams()  # one-line errors for a directory the trainer did not write
+    problem = registry.problem(run_dir.run_info()["problem"])
+    decode_hparams = hparams_lib.apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
+    run_dir.require_checkpoint(FLAGS.checkpoint_path)
+    reference = None
+    if FLAGS.decode_reference:
+        from t2t_keras.decoding.decoder import DecodeReport, read_source_lines
+
+        reference = read_source_lines(FLAGS.decode_reference, DecodeReport())
+
+    from t2t_keras.decoding import decoder  # TensorFlow loads here, once the flags are known to be good
+    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.training.checkpoints import restore_model
+
+    model, checkpoint = restore_model(run_dir, FLAGS.checkpoint_path)
+    translator = Translator(model, run_dir.vocabulary(), decode_hparams)
+    if FLAGS.decode_interactive:
+        decoder.interactive(translator)
+        return 0
+
+    report = decoder.DecodeReport()
+    sources = decoder.read_source_lines(FLAGS.decode_from_file, report)
+    if reference is not None and len(reference) != len(sources):
+        raise UsageError(
+            f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, "
+            f"--decode_from_file has {len(sources)}; they must be aligned."
+        )
+    outputs = decoder.translate_lines(translator, sources, report, progress=FLAGS.progress)
+    if FLAGS.decode_to_file:
+        decoder.write_lines(FLAGS.decode_to_file, outputs)
+    else:
+        sys.stdout.writelines(line + "\n" for line in outputs)
+    summary = f"decoded {report.lines} lines with {checkpoint} ({report.empty_lines} empty)"
+    if report.invalid_utf8_lines:
+        shown = ", ".join(str(n) for n in report.invalid_utf8_lines[:20])
+        summary += f"; invalid UTF-8 replaced on {len(report.invalid_utf8_lines)} lines: {shown}"
+    print(summary, file=sys.stderr)
+    if reference is not None:
+        from t2t_keras.evaluation.bleu import sacre_bleu
+
+        score, signature = sacre_bleu([o.split("\t")[0] for o in outputs], reference)
+        print(f"BLEU = {score.score:.2f} ({signature})", file=sys.stderr)
+    return 0
+
+
+def run() -> None:
+    define_flags()
+    common_flags.run(main)
+
+
+if __name__ == "__main__":
+    run()

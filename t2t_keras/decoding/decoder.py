@@ -1,0 +1,87 @@
+"""Decoding text files and interactive input with a trained model.
+
+Lines are tokenised, sorted by length so that batches hold sentences of similar length,
+translated with the Translator's beam search, and written back in input order: one output
+line per input line, an empty line for an empty line. Invalid UTF-8 is replaced (U+FFFD)
+and reported with its line numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Iterable
+
+import numpy as np
+import tqdm
+
+from t2t_keras.data.tokenizers import EOS_ID
+from t2t_keras.errors import UsageError
+
+
+@dataclasses.dataclass
+class DecodeReport:
+    lines: int = 0
+    empty_lines: int = 0
+    invalid_utf8_lines: list = dataclasses.field(default_factory=list)  # 1-based line numbers
+
+
+def read_source_lines(path: str, report: DecodeReport) -> list[str]:
+    """The lines of `path` (invalid UTF-8 replaced and recorded in `report`)."""
+    if not os.path.isfile(path):
+        raise UsageError(f"--decode_from_file={path}: no such file.")
+    lines = []
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            raw = raw.rstrip(b"\r\n")
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                report.invalid_utf8_lines.append(number)
+                lines.append(raw.decode("utf-8", errors="replace"))
+    report.lines = len(lines)
+    return lines
+
+
+def translate_lines(translator, lines: list[str], report: DecodeReport | None = None, progress: bool = False) -> list[str]:
+    """Translations of `lines`, in their order; tab-joined beams if return_beams is set."""
+    report = report or DecodeReport()
+    vocabulary, hparams = translator.vocabulary, translator.decode_hparams
+    encoded = [vocabulary.encode(line) + [EOS_ID] if line.strip() else None for line in lines]
+    report.empty_lines = sum(ids is None for ids in encoded)
+    order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
+    outputs = [""] * len(lines)
+    bar = tqdm.tqdm(total=len(order), unit=" sentences", disable=not progress, file=sys.stderr, mininterval=1.0)
+    for start in range(0, len(order), hparams.batch_size):
+        chunk = order[start : start + hparams.batch_size]
+        batch = np.zeros([len(chunk), max(len(encoded[i]) for i in chunk)], np.int32)
+        for row, i in enumerate(chunk):
+            batch[row, : len(encoded[i])] = encoded[i]
+        result = translator.translate_ids(batch)
+        beams = result["ids"].numpy()
+        for row, i in enumerate(chunk):
+            texts = [vocabulary.decode(ids) for ids in (beams[row] if hparams.return_beams else beams[row, :1])]
+            outputs[i] = "\t".join(texts)
+        bar.update(len(chunk))
+    bar.close()
+    return outputs
+
+
+def write_lines(path: str, lines: Iterable[str]) -> None:
+    """Writes `lines` to `path` through a temporary name, so no half-written file is left."""
+    temporary = path + ".incomplete"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(line.replace("\n", " ") + "\n")
+    os.replace(temporary, path)
+
+
+def interactive(translator, read=input, write=print) -> None:
+    """Translates each line typed at the prompt until end of input."""
+    while True:
+        try:
+            line = read("> ")
+        except EOFError:
+            return
+        write(translate_lines(translator, [line])[0])

@@ -1,0 +1,1 @@
+"""Scoring translations and parses against references."""

@@ -1,0 +1,39 @@
+"""BLEU two ways: detokenised sacreBLEU (comparable across papers) and the paper's en-de style.
+
+The paper's newstest2014 numbers come from tensor2tensor's `get_ende_bleu.sh`: Moses
+tokenisation of hypothesis and reference, compound splitting (a hyphen between two
+non-spaces becomes " ##AT##-##AT## "), then BLEU on those tokens. `paper_bleu` reproduces
+that pipeline with sacremoses and sacreBLEU's scorer (tokenize="none").
+"""
+
+from __future__ import annotations
+
+import re
+
+import sacrebleu
+
+_COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+def sacre_bleu(hypotheses: list[str], references: list[str]):
+    """sacreBLEU's BLEUScore (default 13a tokenisation) and its signature string."""
+    metric = sacrebleu.metrics.BLEU()
+    score = metric.corpus_score(hypotheses, [references])
+    return score, str(metric.get_signature())
+
+
+def paper_tokenize(text: str, tokenizer) -> str:
+    tokens = tokenizer.tokenize(text, escape=False, return_str=True)
+    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokens)  # one non-overlapping pass, as the perl s///g
+
+
+def paper_bleu(hypotheses: list[str], references: list[str], language: str = "de"):
+    """BLEU on Moses-tokenised, compound-split text (tensor2tensor's get_ende_bleu.sh)."""
+    from sacremoses import MosesTokenizer
+
+    tokenizer = MosesTokenizer(lang=language)
+    metric = sacrebleu.metrics.BLEU(tokenize="none", force=True)
+    score = metric.corpus_score(
+        [paper_tokenize(h, tokenizer) for h in hypotheses], [[paper_tokenize(r, tokenizer) for r in references]]
+    )
+    return score, str(metric.get_signature())

@@ -1,0 +1,134 @@
+"""Decoding files, batches and the command line with a briefly trained model."""
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from t2t_keras.data.tokenizers import EOS_ID
+from t2t_keras.decoding import decoder
+from t2t_keras.decoding.translator import Translator
+from t2t_keras.problem import DecodeHParams
+from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+from t2t_keras.run_dir import RunDir
+from t2t_keras.training.checkpoints import restore_model
+from tests.testing import assert_one_line_error
+
+
+def _val(language, count):
+    with gzip.open(os.path.join(MULTI30K_DIR, f"val.{language}.gz"), "rt", encoding="utf-8") as handle:
+        return [next(handle).rstrip("\n") for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def translator(trained_output_dir):
+    run_dir = RunDir(trained_output_dir)
+    model, _ = restore_model(run_dir)
+    return Translator(model, run_dir.vocabulary(), DecodeHParams(beam_size=4, alpha=0.6, extra_length=10, batch_size=32))
+
+
+def test_alone_and_in_a_batch_of_32_mixed_lengths_agree(translator):
+    sentences = _val("en", 32)
+    vocabulary = translator.vocabulary
+    encoded = [vocabulary.encode(s) + [EOS_ID] for s in sentences]
+    assert len({len(e) for e in encoded}) > 5  # really mixed lengths
+    batch = np.zeros([32, max(map(len, encoded))], np.int32)
+    for row, ids in enumerate(encoded):
+        batch[row, : len(ids)] = ids
+    together = translator.translate_ids(batch)
+    for row in (0, 7, 31):
+        alone = translator.translate_ids(np.array([encoded[row]], np.int32))
+        length = int(alone["lengths"][0, 0])
+        np.testing.assert_array_equal(together["ids"][row, 0, :length], alone["ids"][0, 0, :length])
+        assert int(together["lengths"][row, 0]) == length
+        np.testing.assert_allclose(float(together["scores"][row, 0]), float(alone["scores"][0, 0]), atol=1e-4)
+
+
+def test_translate_lines_keeps_order_and_empty_lines(translator):
+    lines = ["A dog runs.", "", "   ", "Two men are talking in front of a large building with many windows."]
+    outputs = decoder.translate_lines(translator, lines)
+    assert len(outputs) == 4 and outputs[1] == "" and outputs[2] == ""
+    assert outputs[0] == decoder.translate_lines(translator, ["A dog runs."])[0]
+    assert outputs[3] == decoder.translate_lines(translator, [lines[3]])[0]
+
+
+def test_text_signature_equals_python_path(translator):
+    sentences = _val("en", 5)
+    graph = [t.decode("utf-8") for t in translator.translate_text(sentences)["outputs"].numpy()]
+    assert graph == decoder.translate_lines(translator, sentences)
+
+
+def test_return_beams(trained_output_dir):
+    run_dir = RunDir(trained_output_dir)
+    model, _ = restore_model(run_dir)
+    beams = Translator(model, run_dir.vocabulary(), DecodeHParams(beam_size=3, extra_length=5, return_beams=True))
+    (output,) = decoder.translate_lines(beams, ["A dog runs."])
+    assert len(output.split("\t")) == 3
+
+
+def test_interactive(translator):
+    typed, shown = iter(["A dog runs.", ""]), []
+
+    def read(prompt):
+        try:
+            return next(typed)
+        except StopIteration:
+            raise EOFError from None
+
+    decoder.interactive(translator, read=read, write=shown.append)
+    assert shown == decoder.translate_lines(translator, ["A dog runs.", ""])
+
+
+def _decoder_cli(*args):
+    return subprocess.run([sys.executable, "-m", "t2t_keras.bin.decoder", "--noprogress", *args], capture_output=True, text=True)
+
+
+def test_file_with_empty_long_and_invalid_utf8_lines(trained_output_dir, tmp_path):
+    source = tmp_path / "in.en"
+    long_line = " ".join(_val("en", 40))  # ~2000 characters
+    source.write_bytes(
+        b"A dog runs.\n\nTwo women \xff\xfe sing.\n" + long_line.encode() + b"\n\nA man rides a bike.\n"
+    )
+    reference = tmp_path / "ref.de"
+    reference.write_text("Ein Hund rennt.\n\nZwei Frauen singen.\n" + "x\n\nEin Mann fährt Fahrrad.\n", encoding="utf-8")
+    output = tmp_path / "out.de"
+    result = _decoder_cli(f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--decode_to_file={output}",
+                          f"--decode_reference={reference}", "--decode_hparams=beam_size=2,extra_length=5")
+    assert result.returncode == 0, result.stderr
+    lines = output.read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 7 and lines[-1] == ""  # 6 lines, each ending in a newline
+    assert lines[1] == "" and lines[4] == ""
+    # Each line is what that line translates to on its own (so order is kept).
+    run_dir = RunDir(trained_output_dir)
+    alone = Translator(restore_model(run_dir)[0], run_dir.vocabulary(), DecodeHParams(beam_size=2, extra_length=5))
+    for i, text in ((0, "A dog runs."), (2, "Two women \ufffd\ufffd sing."), (3, long_line), (5, "A man rides a bike.")):
+        assert lines[i] == decoder.translate_lines(alone, [text])[0]
+    assert "decoded 6 lines" in result.stderr and "(2 empty)" in result.stderr
+    assert "invalid UTF-8 replaced on 1 lines: 3" in result.stderr
+    assert "BLEU = " in result.stderr and "nrefs:1" in result.stderr
+    assert not os.path.exists(str(output) + ".incomplete")
+
+
+def test_bad_input_is_one_line(trained_output_dir, tmp_path):
+    empty = tmp_path / "empty_run"
+    empty.mkdir()
+    source = tmp_path / "in.en"
+    source.write_text("A dog.\n")
+    (tmp_path / "no_ckpt").mkdir()
+    for name in ("hparams.json", "run.json", "vocab.spm.model"):
+        shutil.copyfile(os.path.join(trained_output_dir, name), tmp_path / "no_ckpt" / name)
+    cases = [
+        ([f"--output_dir={empty}", f"--decode_from_file={source}"], "error: " + str(empty / "hparams.json") + " is missing"),
+        ([f"--output_dir={tmp_path / 'no_ckpt'}", f"--decode_from_file={source}"], f"error: --output_dir={tmp_path / 'no_ckpt'} has no checkpoint yet; train first"),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_sise=2"],
+         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, batch_size, return_beams."),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=0"], "error: --decode_hparams: need beam_size >= 1"),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={tmp_path / 'missing.en'}"], "error: --decode_from_file="),
+        ([f"--output_dir={trained_output_dir}"], "error: say what to decode"),
+    ]
+    for args, message in cases:
+        assert_one_line_error(_decoder_cli(*args), message)

@@ -1,0 +1,62 @@
+"""t2t-keras-bleu against the sacrebleu command line, and the paper's tokenised BLEU."""
+
+import os
+import re
+import subprocess
+import sys
+
+from sacremoses import MosesTokenizer
+
+from t2t_keras.evaluation.bleu import paper_bleu, paper_tokenize, sacre_bleu
+
+HYPOTHESES = [
+    "Ein Mann fährt mit dem Fahrrad durch die Stadt.",
+    "Zwei Hunde spielen im Schnee-Feld.",
+    "Eine Frau liest ein Buch im Park.",
+    "Kinder spielen Fußball auf der Straße.",
+]
+REFERENCES = [
+    "Ein Mann fährt Fahrrad durch die Stadt.",
+    "Zwei Hunde spielen auf dem Schnee-Feld.",
+    "Eine Frau liest im Park ein Buch.",
+    "Kinder spielen auf der Straße Fußball.",
+]
+
+
+def _files(tmp_path):
+    hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.de"
+    hyp.write_text("\n".join(HYPOTHESES) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(REFERENCES) + "\n", encoding="utf-8")
+    return hyp, ref
+
+
+def test_cli_agrees_with_the_sacrebleu_command_line(tmp_path):
+    hyp, ref = _files(tmp_path)
+    ours = subprocess.run([sys.executable, "-m", "t2t_keras.bin.bleu", f"--translation={hyp}", f"--reference={ref}"],
+                          capture_output=True, text=True)
+    assert ours.returncode == 0, ours.stderr
+    sacrebleu_cli = os.path.join(os.path.dirname(sys.executable), "sacrebleu")
+    theirs = subprocess.run([sacrebleu_cli, str(ref), "-i", str(hyp), "-b", "-w", "2"], capture_output=True, text=True)
+    assert theirs.returncode == 0, theirs.stderr
+    assert re.search(r"^BLEU = ([\d.]+)", ours.stdout).group(1) == theirs.stdout.strip()
+    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in ours.stdout
+
+
+def test_paper_tokenisation_splits_compounds():
+    tokenizer = MosesTokenizer(lang="de")
+    assert paper_tokenize("Schnee-Feld, gut.", tokenizer) == "Schnee ##AT##-##AT## Feld , gut ."
+    score, signature = paper_bleu(HYPOTHESES, REFERENCES)
+    assert "tok:none" in signature and 0 < score.score < 100
+    assert round(paper_bleu(REFERENCES, REFERENCES)[0].score, 6) == 100.0
+
+
+def test_perfect_and_disjoint():
+    assert round(sacre_bleu(REFERENCES, REFERENCES)[0].score, 6) == 100.0
+    assert sacre_bleu(["xyz"] * 4, REFERENCES)[0].score == 0.0
+
+
+def test_misaligned_files_are_one_line_errors(tmp_path):
+    hyp, ref = _files(tmp_path)
+    ref.write_text("one line\n")
+    result = subprocess.run([sys.executable, "-m", "t2t_keras.bin.bleu", f"--translation={hyp}", f"--reference={ref}"], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == "error: --translation has 4 lines, --reference has 1; they must be aligned."
