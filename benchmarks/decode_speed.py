@@ -60,8 +60,10 @@ def build_decoder(shape, dcfg, cached=True):
         batch = tf.shape(sources)[0]
         encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam), model.encode(sources))
         max_lengths = tf.fill([batch], steps)
+        reorder_state = None
         if cached:
             state, step_fn = model.init_cache(encoded, steps), model.decode_step
+            reorder_state = lambda cache, reorder_fn: cache.reorder(reorder_fn)  # noqa: E731  (as Translator)
         else:
             state = tf.zeros([batch * beam, steps], tf.int32)
 
@@ -71,7 +73,8 @@ def build_decoder(shape, dcfg, cached=True):
                 targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)
                 return model.decode(targets, encoded)[:, index], prefix
 
-        result = beam_search(forced(step_fn), state, batch, beam, dcfg.alpha, max_lengths, eos_id=EOS_ID)
+        result = beam_search(forced(step_fn), state, batch, beam, dcfg.alpha, max_lengths, eos_id=EOS_ID,
+                             reorder_state=reorder_state)
         return result.ids[:, 0]
 
     return lambda sources: decode(tf.constant(sources)).numpy()

@@ -44,6 +44,7 @@ def beam_search(
     max_lengths,
     eos_id: int,
     start_id: int = 0,
+    reorder_state: Callable | None = None,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
 
@@ -56,6 +57,9 @@ def beam_search(
       max_lengths: [B] int32, the most tokens (EOS included) each sentence may generate.
       eos_id: the end-of-sequence token.
       start_id: the token fed at position 0.
+      reorder_state: (state, reorder_fn) -> state, applying reorder_fn to the tensors that
+        follow their hypothesis to its parent beam; default: every tensor of the state.
+        Parts shared by all beams of a sentence (the encoder output) can be skipped.
     """
     max_lengths = tf.cast(max_lengths, tf.int32)
     max_length = tf.reduce_max(max_lengths)
@@ -105,7 +109,8 @@ def beam_search(
         alive_log_probs, alive_choice = tf.math.top_k(alive_candidates, k=K)
         alive_seqs = tf.gather(candidate_seqs, alive_choice, batch_dims=1)
         parent_beams = tf.gather(candidate_beams, alive_choice, batch_dims=1)  # [B, K]
-        state = tf.nest.map_structure(lambda t: _reorder(t, parent_beams, batch_size, K), state)
+        reorder = lambda t: _reorder(t, parent_beams, batch_size, K)  # noqa: E731
+        state = reorder_state(state, reorder) if reorder_state else tf.nest.map_structure(reorder, state)
 
         # Finished: the K best of the old finished set and the candidates that just ended.
         # (a candidate grown from a masked beam carries ~NEG_INF and must not count as finished)

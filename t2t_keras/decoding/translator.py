@@ -48,7 +48,8 @@ class Translator(tf.Module):
         encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, hp.beam_size), encoded)
         cache = self.model.init_cache(encoded, tf.reduce_max(max_lengths))
         result = beam_search(
-            self.model.decode_step, cache, batch_size, hp.beam_size, hp.alpha, max_lengths, eos_id=EOS_ID
+            self.model.decode_step, cache, batch_size, hp.beam_size, hp.alpha, max_lengths, eos_id=EOS_ID,
+            reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn),
         )
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 

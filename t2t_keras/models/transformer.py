@@ -34,6 +34,14 @@ class DecoderCache(NamedTuple):
     memory_values: tuple  # per layer [B, h, S, d_v]
     memory_mask: object  # [B, 1, S] bool
 
+    def reorder(self, reorder_fn) -> "DecoderCache":
+        """The cache with each hypothesis's self-attention keys/values moved by `reorder_fn`.
+
+        The memory fields are the same for every hypothesis of a sentence, so beam search
+        need not gather them at every step.
+        """
+        return self._replace(keys=tuple(map(reorder_fn, self.keys)), values=tuple(map(reorder_fn, self.values)))
+
 
 def shift_right(targets):
     """Decoder inputs for teacher forcing: 0 (the start symbol, also PAD) then targets[:-1]."""
