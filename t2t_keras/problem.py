@@ -19,6 +19,7 @@ import random
 from typing import ClassVar, Iterator
 
 from t2t_keras.data.text_files import TextStats
+from t2t_keras.errors import UsageError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +46,6 @@ class DecodeHParams:
     return_beams: bool = False  # all beams (tab-separated) instead of the best
 
     def validated(self) -> "DecodeHParams":
-        from t2t_keras.errors import UsageError
-
         if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0 or self.alpha < 0:
             raise UsageError(
                 f"--decode_hparams: need beam_size >= 1, batch_size >= 1, extra_length >= 0, alpha >= 0; got {self}."

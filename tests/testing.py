@@ -1,5 +1,6 @@
 """A shared layer-test harness: every layer gets the same serialization and call checks."""
 
+import inspect
 import json
 
 import keras
@@ -52,8 +53,6 @@ def _is_batched_array(value):
 
 
 def _training_kwarg(layer_cls):
-    import inspect
-
     return {"training": True} if "training" in inspect.signature(layer_cls.call).parameters else {}
 
 

@@ -25,8 +25,8 @@ def main(argv) -> int:
     from t2t_keras.decoding.decoder import DecodeReport, read_source_lines
     from t2t_keras.evaluation import bleu
 
-    hypotheses = read_source_lines(FLAGS.translation, DecodeReport())
-    references = read_source_lines(FLAGS.reference, DecodeReport())
+    hypotheses = read_source_lines(FLAGS.translation, DecodeReport(), "--translation")
+    references = read_source_lines(FLAGS.reference, DecodeReport(), "--reference")
     if len(hypotheses) != len(references):
         raise UsageError(f"--translation has {len(hypotheses)} lines, --reference has {len(references)}; they must be aligned.")
     if FLAGS.paper_tokenized:
@@ -39,8 +39,7 @@ def main(argv) -> int:
 
 
 def run() -> None:
-    define_flags()
-    common_flags.run(main)
+    common_flags.run(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from absl import flags
 
 from t2t_keras import hparams_lib, registry
 from t2t_keras.bin import flags as common_flags
+from t2t_keras.decoding import decoder
 from t2t_keras.errors import UsageError
 
 
@@ -44,12 +45,9 @@ def main(argv) -> int:
     run_dir.require_checkpoint(FLAGS.checkpoint_path)
     reference = None
     if FLAGS.decode_reference:
-        from t2t_keras.decoding.decoder import DecodeReport, read_source_lines
+        reference = decoder.read_source_lines(FLAGS.decode_reference, decoder.DecodeReport(), "--decode_reference")
 
-        reference = read_source_lines(FLAGS.decode_reference, DecodeReport())
-
-    from t2t_keras.decoding import decoder  # TensorFlow loads here, once the flags are known to be good
-    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.decoding.translator import Translator  # TensorFlow loads here, once the flags are known to be good
     from t2t_keras.training.checkpoints import restore_model
 
     model, checkpoint = restore_model(run_dir, FLAGS.checkpoint_path)
@@ -84,8 +82,7 @@ def main(argv) -> int:
 
 
 def run() -> None:
-    define_flags()
-    common_flags.run(main)
+    common_flags.run(main, define_flags)
 
 
 if __name__ == "__main__":

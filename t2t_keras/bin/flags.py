@@ -43,8 +43,10 @@ def resolve_hparams():
     return registry.hparams(FLAGS.hparams_set, FLAGS.hparams)
 
 
-def run(main) -> None:
-    """absl.app.run(main), with a UsageError shown as one line and exit status 2."""
+def run(main, define_flags) -> None:
+    """Defines the program's flags, then absl.app.run(main) with a UsageError shown as one
+    line and exit status 2."""
+    define_flags()
 
     def guarded_main(argv):
         if len(argv) > 1:

@@ -77,8 +77,7 @@ def main(argv) -> int:
 
 
 def run() -> None:
-    define_flags()
-    common_flags.run(main)
+    common_flags.run(main, define_flags)
 
 
 if __name__ == "__main__":

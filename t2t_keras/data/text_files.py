@@ -16,6 +16,7 @@ class TextStats:
     """What reading found; merged into datagen's closing summary."""
 
     invalid_utf8_lines: list[str] = dataclasses.field(default_factory=list)  # "file:line"
+    invalid_utf8_line_numbers: list[int] = dataclasses.field(default_factory=list)
 
     def merge(self, other: "TextStats") -> None:
         self.invalid_utf8_lines.extend(other.invalid_utf8_lines)
@@ -25,13 +26,14 @@ def _open(path: str):
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
-def read_lines(path: str, stats: TextStats) -> Iterator[str]:
+def read_lines(path: str, stats: TextStats, flag: str | None = None) -> Iterator[str]:
     """Lines of a text file (plain or .gz) without their newline.
 
-    Invalid UTF-8 bytes become U+FFFD and the line is recorded in `stats` as "file:line".
+    Invalid UTF-8 bytes become U+FFFD and the line is recorded in `stats` ("file:line" and
+    its number). `flag` names the option the path came from, for the missing-file error.
     """
     if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such file.")
+        raise UsageError(f"{flag}={path}: no such file." if flag else f"{path}: no such file.")
     with _open(path) as handle:
         for number, raw in enumerate(handle, start=1):
             raw = raw.rstrip(b"\r\n")
@@ -39,6 +41,7 @@ def read_lines(path: str, stats: TextStats) -> Iterator[str]:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError:
                 stats.invalid_utf8_lines.append(f"{os.path.basename(path)}:{number}")
+                stats.invalid_utf8_line_numbers.append(number)
                 yield raw.decode("utf-8", errors="replace")
 
 

@@ -16,8 +16,8 @@ from typing import Iterable
 import numpy as np
 import tqdm
 
+from t2t_keras.data.text_files import TextStats, read_lines
 from t2t_keras.data.tokenizers import EOS_ID
-from t2t_keras.errors import UsageError
 
 
 @dataclasses.dataclass
@@ -27,20 +27,12 @@ class DecodeReport:
     invalid_utf8_lines: list = dataclasses.field(default_factory=list)  # 1-based line numbers
 
 
-def read_source_lines(path: str, report: DecodeReport) -> list[str]:
+def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_from_file") -> list[str]:
     """The lines of `path` (invalid UTF-8 replaced and recorded in `report`)."""
-    if not os.path.isfile(path):
-        raise UsageError(f"--decode_from_file={path}: no such file.")
-    lines = []
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            raw = raw.rstrip(b"\r\n")
-            try:
-                lines.append(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                report.invalid_utf8_lines.append(number)
-                lines.append(raw.decode("utf-8", errors="replace"))
+    stats = TextStats()
+    lines = list(read_lines(path, stats, flag))
     report.lines = len(lines)
+    report.invalid_utf8_lines = stats.invalid_utf8_line_numbers
     return lines
 
 
