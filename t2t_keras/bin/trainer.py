@@ -7,6 +7,7 @@ On several hosts, run the same command on every worker with TF_CONFIG set and
 --distribution_strategy=multi_worker_mirrored.
 """
 
+import os
 import sys
 
 from absl import flags
@@ -35,6 +36,8 @@ def define_flags() -> None:
     )
     flags.DEFINE_integer("seed", None, "Random seed for initialisation, dropout and shuffling.")
     flags.DEFINE_bool("start_over", False, "Delete the checkpoints already in --output_dir and start from step 0.")
+    flags.DEFINE_bool("export_saved_model", False, "After training, export the last checkpoint for TF Serving (see t2t-keras-exporter).")
+    flags.DEFINE_string("export_dir", None, "Where --export_saved_model writes <step>/ (default: OUTPUT_DIR/export).")
 
 
 def main(argv) -> int:
@@ -73,6 +76,15 @@ def main(argv) -> int:
         print(f"{FLAGS.output_dir} is already at step {result['step']} (--train_steps={FLAGS.train_steps}); nothing to do.")
     else:
         print(f"trained to step {result['step']}: loss {result['loss']:.4f}; checkpoint {result['checkpoint']}")
+    if FLAGS.export_saved_model:
+        from t2t_keras.serving.exporter import export_run
+
+        export_dir = FLAGS.export_dir or os.path.join(FLAGS.output_dir, "export")
+        version_path = os.path.join(export_dir, str(result["step"]))
+        if os.path.exists(version_path):  # a rerun of a finished job
+            print(f"{version_path} is already exported.")
+        else:
+            print(f"exported {export_run(FLAGS.output_dir, export_dir, problem.decode_defaults.validated())}")
     return 0
 
 

@@ -1,8 +1,9 @@
 """Translator: source ids or text -> beam search over the cached model -> target ids or text.
 
 One object serves the decoder CLI, the trainer's BLEU evaluation and the exported
-SavedModel: `translate_ids` and `translate_text` are tf.functions of TensorFlow and
-tensorflow_text ops only, so the exporter can put them into the graph as they are.
+SavedModel: `translate_ids`, `translate_text`, `score_ids` and `score_text` are
+tf.functions of TensorFlow and tensorflow_text ops only, so the exporter puts them into
+the graph as they are.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Translator(tf.Module):
         self.tokenizer = vocabulary.tf_tokenizer(add_eos=True)
         self.max_position = model.hparams.max_position if model.hparams.positional_encoding == "learned" else None
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
     def translate_ids(self, input_ids):
         """Source ids [B, S] (EOS-terminated, 0-padded) -> {ids [B, K, L], scores [B, K], lengths [B, K]}."""
         hp = self.decode_hparams
@@ -53,16 +54,53 @@ class Translator(tf.Module):
         )
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def translate_text(self, sentences):
-        """Raw sentences [B] -> {outputs [B] (best translation), scores [B]}."""
-        # The SentencePiece resource lives on one host device; with several logical CPUs the
-        # placer could otherwise run tokenize and detokenize where it does not exist.
-        with tf.device("/device:CPU:0"):
-            input_ids = self.tokenizer.tokenize(sentences).to_tensor(default_value=0)
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def translate_text(self, inputs):
+        """Raw sentences [B] -> {outputs [B] (best translation), scores [B]}.
+
+        A blank sentence gives an empty translation and score 0, as in the decoder CLI.
+        """
+        input_ids = self._tokenize(inputs)
         result = self.translate_ids(input_ids)
         best_ids = result["ids"][:, 0]
         without_eos = tf.RaggedTensor.from_tensor(best_ids, lengths=tf.maximum(result["lengths"][:, 0] - 1, 0))
         with tf.device("/device:CPU:0"):
             outputs = self.tokenizer.detokenize(without_eos)
-        return {"outputs": outputs, "scores": result["scores"][:, 0]}
+        blank = tf.equal(tf.strings.strip(inputs), "")
+        return {
+            "outputs": tf.where(blank, tf.constant("", tf.string), outputs),
+            "scores": tf.where(blank, tf.zeros_like(result["scores"][:, 0]), result["scores"][:, 0]),
+        }
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, None], tf.int32, name="input_ids"),
+            tf.TensorSpec([None, None], tf.int32, name="target_ids"),
+        ]
+    )
+    def score_ids(self, input_ids, target_ids):
+        """log P(target | source) of EOS-terminated, 0-padded id pairs -> {scores [B], lengths [B]}."""
+        logits = self.model({"inputs": input_ids, "targets": target_ids}, training=False)
+        token_log_probs = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target_ids, logits=logits)
+        weights = tf.cast(target_ids != 0, tf.float32)
+        return {
+            "scores": tf.reduce_sum(token_log_probs * weights, axis=1),
+            "lengths": tf.reduce_sum(tf.cast(target_ids != 0, tf.int32), axis=1),
+        }
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="inputs"),
+            tf.TensorSpec([None], tf.string, name="targets"),
+        ]
+    )
+    def score_text(self, inputs, targets):
+        """log P(target | source) of raw sentence pairs -> {scores [B], lengths [B] (target tokens + EOS)}."""
+        return self.score_ids(self._tokenize(inputs), self._tokenize(targets))
+
+    def _tokenize(self, sentences):
+        """EOS-terminated, 0-padded ids [B, S] of raw sentences."""
+        # The SentencePiece resource lives on one host device; with several logical CPUs the
+        # placer could otherwise run the tokenizer where it does not exist.
+        with tf.device("/device:CPU:0"):
+            return self.tokenizer.tokenize(sentences).to_tensor(default_value=0)

@@ -128,8 +128,9 @@ def test_sigkill_midway_then_rerun_resumes_and_finishes(multi30k_data_dir, tmp_p
     for path in survivors:  # every checkpoint the state file names loads
         restore_model(run_dir, path)
 
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command + ["--export_saved_model"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+    assert os.path.isfile(output_dir / "export" / "12" / "saved_model.pb")
     resumed_from = int(result.stderr.split("Resuming from ")[1].split("(step ")[1].split(")")[0])
     assert resumed_from >= 4
     assert "trained to step 12" in result.stdout

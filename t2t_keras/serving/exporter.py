@@ -1,0 +1,122 @@
+"""SavedModels for TensorFlow Serving: text in, translation out.
+
+    export_dir/
+      <version>/                        an integer, as TF Serving expects (default: the step)
+        saved_model.pb, variables/
+        assets/vocab.spm.model          the SentencePiece model, for clients that tokenise
+        assets.extra/tf_serving_warmup_requests
+
+Signatures (all TensorFlow core and tensorflow_text ops, so the stock model server runs
+them; no Python in the graph):
+  serving_default  inputs [B] string -> outputs [B] string, scores [B] float32
+  translate_ids    input_ids [B, S] int32 (EOS-terminated, 0-padded) -> ids [B, K, L],
+                   scores [B, K], lengths [B, K]
+  score            inputs [B], targets [B] string -> scores [B] (log P(target | input)),
+                   lengths [B] (target tokens with EOS)
+
+A version is written under a hidden temporary name and renamed when complete, so a server
+watching export_dir never sees half an export, and an existing version is never replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import tensorflow as tf
+
+from t2t_keras.errors import UsageError
+from t2t_keras.run_dir import RunDir, checkpoint_step
+
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+VOCAB_ASSET = "vocab.spm.model"
+
+# Requests TF Serving replays at load time, so the first real request does not pay for
+# graph initialisation: one short sentence, one long one, and a batch.
+WARMUP_BATCHES = (
+    ["Hello."],
+    ["A man in a blue shirt is standing on a ladder cleaning windows, while two children watch from the street."],
+    ["Two dogs play in the snow.", "A woman is reading a book.", "The children are laughing.", "It rains."] * 2,
+)
+
+
+def export_saved_model(translator, vocab_path: str, export_dir: str, version: int) -> str:
+    """Writes `translator`'s signatures as `export_dir/<version>`; returns that path."""
+    import keras
+
+    final_path = new_version_path(export_dir, version)
+    os.makedirs(export_dir, exist_ok=True)
+    temporary = os.path.join(export_dir, f".incomplete-{version}-{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    try:
+        archive = keras.export.ExportArchive()
+        archive.track(translator.model)
+        archive.track(translator)  # the SentencePiece resource
+        # serving_default first: TF Serving's default signature.
+        archive.add_endpoint("serving_default", translator.translate_text)
+        archive.add_endpoint("translate_ids", translator.translate_ids)
+        archive.add_endpoint("score", translator.score_text)
+        archive.write_out(temporary, verbose=False)
+        # The graph holds the SentencePiece model itself; this copy is for clients that
+        # tokenise on their side and call translate_ids.
+        os.makedirs(os.path.join(temporary, "assets"), exist_ok=True)
+        shutil.copyfile(vocab_path, os.path.join(temporary, "assets", VOCAB_ASSET))
+        write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
+        os.replace(temporary, final_path)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return final_path
+
+
+def new_version_path(export_dir: str, version: int) -> str:
+    """`export_dir/<version>`; a UsageError if the version is invalid or already exported."""
+    if version < 0:
+        raise UsageError(f"--version={version}: TF Serving versions are non-negative integers.")
+    path = os.path.join(export_dir, str(version))
+    if os.path.exists(path):
+        raise UsageError(
+            f"{path} already exists and is never overwritten; pass --version=N with a new N "
+            "(TF Serving serves the highest) or remove it."
+        )
+    return path
+
+
+def write_warmup_requests(path: str) -> None:
+    """TF Serving's warmup file: PredictionLog records, each wrapping a serving_default PredictRequest."""
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tf.io.TFRecordWriter(path) as writer:
+        for sentences in WARMUP_BATCHES:
+            request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name="serving_default"))
+            request.inputs["inputs"].CopyFrom(tf.make_tensor_proto(sentences, dtype=tf.string))
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+
+
+def read_warmup_requests(path: str) -> list:
+    """The PredictRequests of a warmup file (for tests and for checking an export)."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    requests = []
+    for record in tf.data.TFRecordDataset(path):
+        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        requests.append(log.predict_log.request)
+    return requests
+
+
+def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path: str | None = None, version: int | None = None) -> str:
+    """Exports a checkpoint of a trainer's output_dir (default: the latest); returns the version's path."""
+    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.training.checkpoints import restore_model
+
+    run_dir = RunDir(output_dir)
+    run_dir.hparams()
+    checkpoint = run_dir.require_checkpoint(checkpoint_path)
+    if version is None:
+        version = checkpoint_step(checkpoint)
+    new_version_path(export_dir, version)  # fail before the slow part
+    model, _ = restore_model(run_dir, checkpoint)
+    translator = Translator(model, run_dir.vocabulary(), decode_hparams)
+    return export_saved_model(translator, run_dir.vocab_path, export_dir, version)

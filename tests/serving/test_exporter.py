@@ -1,0 +1,150 @@
+"""The exported SavedModel, loaded where t2t_keras is not, against the decoder CLI."""
+
+import gzip
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+from t2t_keras.serving import exporter
+from tests.testing import assert_one_line_error
+
+pytestmark = pytest.mark.slow
+
+# Runs in a fresh interpreter: only TensorFlow and tensorflow_text, as a serving host has.
+LOADER = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    import tensorflow_text  # registers the SentencePiece ops
+
+    request = json.load(open(sys.argv[2]))
+    serving = tf.saved_model.load(sys.argv[1])
+    assert not any(name.startswith("t2t_keras") for name in sys.modules), "t2t_keras was imported"
+    translate = serving.signatures["serving_default"]
+    score = serving.signatures["score"]
+    answer = {}
+    for name, sentences in request["translate"].items():
+        result = translate(inputs=tf.constant(sentences, tf.string))
+        answer[name] = {
+            "outputs": [t.decode("utf-8") for t in result["outputs"].numpy()],
+            "scores": result["scores"].numpy().tolist(),
+        }
+    pairs = request["score"]
+    result = score(inputs=tf.constant(pairs["inputs"]), targets=tf.constant(pairs["targets"]))
+    answer["score"] = result["scores"].numpy().tolist()
+    ids = serving.signatures["translate_ids"](input_ids=tf.constant([[5, 6, 7, 1]], tf.int32))
+    answer["translate_ids_shapes"] = {k: v.shape.as_list() for k, v in ids.items()}
+    json.dump(answer, sys.stdout)
+    """
+)
+
+
+def _val(language, count):
+    with gzip.open(os.path.join(MULTI30K_DIR, f"val.{language}.gz"), "rt", encoding="utf-8") as handle:
+        return [next(handle).rstrip("\n") for _ in range(count)]
+
+
+def _cli(module, *args):
+    return subprocess.run([sys.executable, "-m", f"t2t_keras.bin.{module}", *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def served(trained_output_dir, tmp_path_factory):
+    """Exports a copy of the trained dir, decodes 20 val sentences with the CLI, moves the
+    export away and deletes the copy; returns (export path, decoder outputs)."""
+    work = tmp_path_factory.mktemp("export")
+    train_copy = work / "train"
+    shutil.copytree(trained_output_dir, train_copy)
+    source = work / "val.en"
+    source.write_text("\n".join(_val("en", 20)) + "\n", encoding="utf-8")
+    decode_hparams = "beam_size=4,alpha=0.6,extra_length=20"
+    decoded = _cli(
+        "decoder", f"--output_dir={train_copy}", f"--decode_from_file={source}", f"--decode_to_file={work / 'out.de'}",
+        f"--decode_hparams={decode_hparams}", "--noprogress",
+    )
+    assert decoded.returncode == 0, decoded.stderr
+    exported = _cli("exporter", f"--output_dir={train_copy}", f"--export_dir={work / 'export'}", f"--decode_hparams={decode_hparams}")
+    assert exported.returncode == 0, exported.stderr
+    version_path = exported.stdout.strip().split()[-1]
+    assert os.path.dirname(version_path) == str(work / "export")
+    moved = tmp_path_factory.mktemp("elsewhere") / "ende"
+    shutil.move(str(work / "export"), moved)
+    shutil.rmtree(train_copy)
+    return str(moved / os.path.basename(version_path)), (work / "out.de").read_text(encoding="utf-8").splitlines()
+
+
+def test_layout_is_what_tf_serving_expects(served):
+    path, _ = served
+    assert os.path.basename(path).isdigit()
+    for name in ("saved_model.pb", "variables/variables.index", "assets/vocab.spm.model", exporter.WARMUP_FILE):
+        assert os.path.isfile(os.path.join(path, name)), name
+    assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".incomplete")]
+
+
+def test_fresh_process_serves_what_the_decoder_returns(served, tmp_path):
+    path, decoder_outputs = served
+    sources = _val("en", 20)
+    references = _val("de", 20)
+    rng = random.Random(0)
+    shuffled = []
+    for reference in references:
+        words = reference.split()
+        while len(words) > 2 and " ".join(words) == reference:
+            rng.shuffle(words)
+        shuffled.append(" ".join(words))
+    warmup_inputs = [
+        [s.decode("utf-8") for s in request.inputs["inputs"].string_val]
+        for request in exporter.read_warmup_requests(os.path.join(path, exporter.WARMUP_FILE))
+    ]
+    assert len(warmup_inputs) == 3 and all(warmup_inputs)
+    request = {
+        "translate": {
+            "val": sources,
+            "edge": ["", "A dog. " * 285 + "Done.", "   "],  # empty, 2000 characters, blank
+            "batch64": [sources[i % 20] for i in range(64)],
+            **{f"warmup{i}": inputs for i, inputs in enumerate(warmup_inputs)},
+        },
+        "score": {"inputs": sources + sources, "targets": references + shuffled},
+    }
+    request_path = tmp_path / "request.json"
+    request_path.write_text(json.dumps(request), encoding="utf-8")
+    loader = tmp_path / "loader.py"
+    loader.write_text(LOADER)
+    result = subprocess.run([sys.executable, str(loader), path, str(request_path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+
+    assert answer["val"]["outputs"] == decoder_outputs
+    edge = answer["edge"]
+    assert edge["outputs"][0] == "" and edge["outputs"][2] == "" and edge["scores"][0] == 0.0
+    assert len(request["translate"]["edge"][1]) == 2000 and edge["outputs"][1]
+    assert answer["batch64"]["outputs"] == [decoder_outputs[i % 20] for i in range(64)]
+    for i, inputs in enumerate(warmup_inputs):
+        assert len(answer[f"warmup{i}"]["outputs"]) == len(inputs)
+    reference_scores, shuffled_scores = answer["score"][:20], answer["score"][20:]
+    assert sum(r > s for r, s in zip(reference_scores, shuffled_scores)) >= 15, answer["score"]
+    assert answer["translate_ids_shapes"]["ids"][:2] == [1, 4]
+
+
+def test_bad_input_is_one_line(served, trained_output_dir, tmp_path):
+    path, _ = served
+    export_dir, version = os.path.split(path)
+    assert_one_line_error(
+        _cli("exporter", f"--output_dir={trained_output_dir}", f"--export_dir={export_dir}", f"--version={version}"),
+        f"error: {path} already exists",
+    )
+    empty = tmp_path / "untrained"
+    shutil.copytree(trained_output_dir, empty, ignore=shutil.ignore_patterns("ckpt-*", "checkpoint"))
+    assert_one_line_error(
+        _cli("exporter", f"--output_dir={empty}", f"--export_dir={tmp_path / 'export'}"),
+        "error: --output_dir=",
+    )
+    assert not (tmp_path / "export").exists()
+    assert_one_line_error(_cli("exporter", f"--output_dir={trained_output_dir}"), "error: --export_dir is required")
