@@ -9,4 +9,4 @@ if __name__ != "t2t_keras.hparams":
     # again; only the installed name is valid (run `pip install -e .` first).
     raise ImportError(f"import this catalog as t2t_keras.hparams, not {__name__!r}")
 
-from t2t_keras.hparams import transformer  # noqa: E402,F401
+from t2t_keras.hparams import transformer, transformer_parsing  # noqa: E402,F401

@@ -70,6 +70,29 @@ class Problem(abc.ABC):
         """How many pairs `text_pairs` yields, if known cheaply (for the progress bar)."""
         return None
 
+    def write_eval_files(self, data_dir: str, tmp_dir: str | None) -> list[str]:
+        """Files datagen writes beside the shards for decoding and scoring (e.g. parsing's
+        sentences and gold trees); their paths. None by default: translation reads text."""
+        return []
+
+    # --- decoding ---
+    def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
+        """A decoded sentence as the decoder writes it, and how many repairs that took."""
+        return output, 0
+
+    def read_reference(self, path: str, flag: str) -> list:
+        """The references for --decode_reference: one line per source line."""
+        from t2t_keras.data.text_files import read_lines
+
+        return list(read_lines(path, TextStats(), flag))
+
+    def score_outputs(self, outputs: list[str], references: list) -> str:
+        """The line the decoder prints for --decode_reference: detokenised sacreBLEU."""
+        from t2t_keras.evaluation.bleu import sacre_bleu
+
+        score, signature = sacre_bleu(outputs, references)
+        return f"BLEU = {score.score:.2f} ({signature})"
+
     @property
     def splits(self) -> list[str]:
         return list(self.num_shards)

@@ -22,7 +22,7 @@ def define_flags() -> None:
     flags.DEFINE_string("decode_hparams", "", 'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false".')
     flags.DEFINE_string("decode_from_file", None, "Source sentences, one per line.")
     flags.DEFINE_string("decode_to_file", None, "Where to write the translations (default: stdout).")
-    flags.DEFINE_string("decode_reference", None, "Reference translations of --decode_from_file: print BLEU at the end.")
+    flags.DEFINE_string("decode_reference", None, "References of --decode_from_file (translations; gold trees for parsing): print BLEU (EVALB F1 for parsing) at the end.")
     flags.DEFINE_bool("decode_interactive", False, "Translate lines typed at a prompt.")
     flags.DEFINE_bool("progress", True, "Show a progress bar while decoding a file.")
 
@@ -45,7 +45,7 @@ def main(argv) -> int:
     run_dir.require_checkpoint(FLAGS.checkpoint_path)
     reference = None
     if FLAGS.decode_reference:
-        reference = decoder.read_source_lines(FLAGS.decode_reference, decoder.DecodeReport(), "--decode_reference")
+        reference = problem.read_reference(FLAGS.decode_reference, "--decode_reference")
 
     from t2t_keras.decoding.translator import Translator  # TensorFlow loads here, once the flags are known to be good
     from t2t_keras.training.checkpoints import restore_model
@@ -60,10 +60,11 @@ def main(argv) -> int:
     sources = decoder.read_source_lines(FLAGS.decode_from_file, report)
     if reference is not None and len(reference) != len(sources):
         raise UsageError(
-            f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, "
+            f"--decode_reference={FLAGS.decode_reference} has {len(reference)} references, "
             f"--decode_from_file has {len(sources)}; they must be aligned."
         )
     outputs = decoder.translate_lines(translator, sources, report, progress=FLAGS.progress)
+    outputs, repairs = decoder.postprocess_lines(problem, sources, outputs)
     if FLAGS.decode_to_file:
         decoder.write_lines(FLAGS.decode_to_file, outputs)
     else:
@@ -72,12 +73,11 @@ def main(argv) -> int:
     if report.invalid_utf8_lines:
         shown = ", ".join(str(n) for n in report.invalid_utf8_lines[:20])
         summary += f"; invalid UTF-8 replaced on {len(report.invalid_utf8_lines)} lines: {shown}"
+    if repairs:
+        summary += f"; {repairs} repairs to make the outputs well-formed"
     print(summary, file=sys.stderr)
     if reference is not None:
-        from t2t_keras.evaluation.bleu import sacre_bleu
-
-        score, signature = sacre_bleu([o.split("\t")[0] for o in outputs], reference)
-        print(f"BLEU = {score.score:.2f} ({signature})", file=sys.stderr)
+        print(problem.score_outputs([o.split("\t")[0] for o in outputs], reference), file=sys.stderr)
     return 0
 
 

@@ -49,6 +49,7 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
     }
     for split in problem.splits:
         record["splits"][split] = _write_split(problem, split, vocabulary, data_dir, tmp_dir, progress)
+    record["eval_files"] = [os.path.basename(path) for path in problem.write_eval_files(data_dir, tmp_dir)]
     manifest.write(problem, data_dir, record)
     return manifest.load(problem, data_dir)
 
@@ -126,4 +127,6 @@ def format_summary(record: dict) -> str:
         for side in ("source", "target"):
             p = info[f"{side}_length_percentiles"]
             lines.append(f"    {side} tokens p50/p90/p99/max: {p['p50']}/{p['p90']}/{p['p99']}/{p['p100']}")
+    if record.get("eval_files"):
+        lines.append(f"  for decoding and scoring: {', '.join(record['eval_files'])}")
     return "\n".join(lines)

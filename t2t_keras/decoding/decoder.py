@@ -60,6 +60,22 @@ def translate_lines(translator, lines: list[str], report: DecodeReport | None = 
     return outputs
 
 
+def postprocess_lines(problem, sources: list[str], outputs: list[str]) -> tuple[list[str], int]:
+    """The problem's form of each output (every beam of it), and the repairs that took in all."""
+    lines, repairs = [], 0
+    for source, output in zip(sources, outputs):
+        if not source.strip():
+            lines.append(output)
+            continue
+        beams = []
+        for beam in output.split("\t"):
+            text, count = problem.postprocess_output(source, beam)
+            beams.append(text)
+            repairs += count
+        lines.append("\t".join(beams))
+    return lines, repairs
+
+
 def write_lines(path: str, lines: Iterable[str]) -> None:
     """Writes `lines` to `path` through a temporary name, so no half-written file is left."""
     temporary = path + ".incomplete"

@@ -1,0 +1,153 @@
+"""English constituency parsing on the Penn Treebank (section 6.3 of the paper).
+
+Input: the sentence's words; target: its linearised tree (t2t_keras.parsing.trees). Trees
+are read with nltk's treebank reader from .mrg files and preprocessed the standard way.
+
+  parsing_english_wsj         the LDC Penn Treebank WSJ (bring your licensed copy):
+                              --tmp_dir holds the .mrg files (any layout, e.g.
+                              parsed/mrg/wsj/SS/wsj_SSNN.mrg); sections 02-21 train,
+                              22 dev, 23 test; the paper's 16K vocabulary.
+  parsing_english_ptb_sample  the same over NLTK's Penn Treebank sample (wsj_0001-0199):
+                              --tmp_dir holds it, or, without --tmp_dir, the slice shipped
+                              in problems/data/ptb_sample; files 0001-0159 train, 0160-0179
+                              dev, 0180-0199 test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import os
+import re
+from typing import ClassVar, Iterator
+
+from t2t_keras.data.text_files import TextStats
+from t2t_keras.errors import UsageError
+from t2t_keras.problem import DecodeHParams, Problem, VocabSpec
+from t2t_keras.registry import register_problem
+
+PTB_SAMPLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "ptb_sample")
+_MRG_NAME = re.compile(r"^wsj_(\d{2})(\d{2})\.mrg$")
+
+
+class ParsingProblem(Problem):
+    """Words -> linearised tree over Penn Treebank .mrg files, split by file number.
+
+    Subclasses set `splits_by_file`: split -> (first, last) file number (wsj_NNNN), and
+    may override `mrg_dir`.
+    """
+
+    splits_by_file: ClassVar[dict[str, tuple[int, int]]]
+    # The paper's parsing decode settings (section 6.3): beam 21, alpha 0.3, input + 300.
+    decode_defaults = DecodeHParams(beam_size=21, alpha=0.3, extra_length=300)
+    eval_split = "dev"
+
+    def mrg_dir(self, tmp_dir: str | None) -> str:
+        if not tmp_dir:
+            raise UsageError(f"--tmp_dir is required for {self.name}: the directory that holds the wsj_*.mrg files.")
+        return tmp_dir
+
+    def mrg_files(self, split: str, tmp_dir: str | None) -> list[str]:
+        """The split's .mrg files under `mrg_dir`, in file-number order."""
+        root = self.mrg_dir(tmp_dir)
+        found = {}
+        for path in glob.glob(os.path.join(root, "**", "wsj_*.mrg"), recursive=True):
+            match = _MRG_NAME.match(os.path.basename(path))
+            if match:
+                found[int(match.group(1) + match.group(2))] = path
+        if not found:
+            raise UsageError(f"--tmp_dir={root} has no wsj_NNNN.mrg files; point it at the treebank's .mrg files.")
+        first, last = self.splits_by_file[split]
+        return [found[number] for number in sorted(found) if first <= number <= last]
+
+    def trees(self, split: str, tmp_dir: str | None) -> Iterator:
+        """(path, preprocessed nltk.Tree) of every sentence of `split`, in file order."""
+        import nltk
+        from nltk.corpus.reader import BracketParseCorpusReader
+
+        from t2t_keras.parsing.trees import preprocess
+
+        for path in self.mrg_files(split, tmp_dir):
+            directory = os.path.dirname(os.path.abspath(path))
+            if directory not in nltk.data.path:
+                nltk.data.path.append(directory)  # nltk reads only below its data paths
+            reader = BracketParseCorpusReader(directory, [os.path.basename(path)])
+            with contextlib.redirect_stdout(io.StringIO()):  # nltk prints, then flattens, a bad tree
+                parsed = list(reader.parsed_sents())
+            for number, tree in enumerate(parsed, start=1):
+                if any(not isinstance(leaf, str) for leaf in tree.leaves()):
+                    raise UsageError(f"{path}: tree {number} is malformed (unbalanced brackets?); fix or remove the file.")
+                tree = preprocess(tree)
+                if tree is not None:
+                    yield path, tree
+
+    def text_pairs(self, split: str, tmp_dir: str | None, stats: TextStats) -> Iterator[tuple[str, str]]:
+        from t2t_keras.parsing.trees import linearize
+
+        for _, tree in self.trees(split, tmp_dir):
+            yield " ".join(tree.leaves()), linearize(tree)
+
+    def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
+        """The decoded sequence as a tree over exactly the source words, on one line."""
+        from t2t_keras.parsing.trees import restore, to_line
+
+        tree, repairs = restore(output, source.split())
+        return to_line(tree), repairs.total
+
+    def read_reference(self, path: str, flag: str) -> list:
+        """Gold trees, one per source line (bracketed; one per line or .mrg style)."""
+        from t2t_keras.evaluation.evalb import read_trees
+
+        return read_trees(path, flag)
+
+    def score_outputs(self, outputs: list[str], references: list) -> str:
+        """EVALB (COLLINS.prm rules) F1 of the decoded trees, all sentences and <= 40 words."""
+        from nltk import Tree
+
+        from t2t_keras.evaluation.evalb import evaluate_all_and_short
+
+        results = evaluate_all_and_short(references, [Tree.fromstring(line) for line in outputs])
+        return "\n".join(f"EVALB {name}: {result.format()}" for name, result in results.items())
+
+    def write_eval_files(self, data_dir: str, tmp_dir: str | None) -> list[str]:
+        """`{name}-{split}.words` (one sentence per line, the decoder's input) and
+        `{name}-{split}.trees` (the gold trees, one per line, for --decode_reference and
+        t2t-keras-evalb) for every split but train."""
+        from t2t_keras.parsing.trees import to_line
+
+        written = []
+        for split in self.splits:
+            if split == "train":
+                continue
+            prefix = os.path.join(data_dir, f"{self.name}-{split}")
+            trees = [tree for _, tree in self.trees(split, tmp_dir)]
+            for suffix, lines in ((".words", [" ".join(t.leaves()) for t in trees]), (".trees", [to_line(t) for t in trees])):
+                with open(prefix + suffix + ".incomplete", "w", encoding="utf-8") as handle:
+                    handle.writelines(line + "\n" for line in lines)
+                os.replace(prefix + suffix + ".incomplete", prefix + suffix)
+                written.append(prefix + suffix)
+        return written
+
+
+@register_problem()
+class ParsingEnglishWsj(ParsingProblem):
+    """WSJ Penn Treebank, the standard split; the paper's WSJ-only setting (16K vocabulary)."""
+
+    name = "parsing_english_wsj"
+    vocab_spec = VocabSpec(size=16000)
+    num_shards = {"train": 10, "dev": 1, "test": 1}
+    splits_by_file = {"train": (200, 2199), "dev": (2200, 2299), "test": (2300, 2399)}
+
+
+@register_problem()
+class ParsingEnglishPtbSample(ParsingProblem):
+    """NLTK's WSJ sample (files 0001-0199); the shipped slice (0001-0019, 0160-0164) without --tmp_dir."""
+
+    name = "parsing_english_ptb_sample"
+    vocab_spec = VocabSpec(size=2000)
+    num_shards = {"train": 1, "dev": 1}
+    splits_by_file = {"train": (1, 159), "dev": (160, 179)}
+
+    def mrg_dir(self, tmp_dir: str | None) -> str:
+        return tmp_dir or PTB_SAMPLE_DIR

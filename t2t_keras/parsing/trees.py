@@ -1,0 +1,136 @@
+"""Constituency trees as sequences: the "Grammar as a Foreign Language" linearisation.
+
+    (S (NP-SBJ (NNP Pierre) (NNP Vinken)) (VP (MD will) ...) (. .))
+      -> source  "Pierre Vinken will ... ."
+      -> target  "(S (NP XX XX ) (VP XX ... ) XX )"
+
+Opening brackets carry the label, closing brackets do not, and every part-of-speech tag
+becomes the placeholder XX (tags are not part of the bracket F1). `restore` turns any
+token sequence back into a tree over exactly the input words, counting what it repaired.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from nltk import Tree
+
+PLACEHOLDER = "XX"
+CLOSE = ")"
+ROOT_LABELS = ("", "ROOT", "TOP")
+FALLBACK_ROOT = "S"  # the root given to output that has none (the most frequent root label)
+
+
+def strip_function_tags(label: str) -> str:
+    """NP-SBJ-1 -> NP, NP=2 -> NP; labels that start with '-' (-NONE-, -LRB-) are kept."""
+    if label.startswith("-"):
+        return label
+    return label.split("-")[0].split("=")[0]
+
+
+def is_preterminal(tree) -> bool:
+    return isinstance(tree, Tree) and len(tree) == 1 and isinstance(tree[0], str)
+
+
+def preprocess(tree: Tree) -> Tree | None:
+    """The standard parsing form of a Penn Treebank tree.
+
+    Drops the unlabelled root wrapper, -NONE- empty elements and the constituents they
+    leave empty, and function tags and indices. None if no word is left.
+    """
+    while isinstance(tree, Tree) and tree.label() in ROOT_LABELS and len(tree) == 1 and isinstance(tree[0], Tree):
+        tree = tree[0]
+    return _clean(tree)
+
+
+def _clean(tree):
+    if is_preterminal(tree):
+        return None if tree.label() == "-NONE-" else Tree(tree.label(), [tree[0]])
+    children = [child for child in (_clean(c) for c in tree if isinstance(c, Tree)) if child is not None]
+    return Tree(strip_function_tags(tree.label()), children) if children else None
+
+
+def linearize(tree: Tree) -> str:
+    """The target sequence of a preprocessed tree: "(S (NP XX XX ) XX )"."""
+    tokens: list[str] = []
+
+    def walk(node):
+        if is_preterminal(node):
+            tokens.append(PLACEHOLDER)
+            return
+        tokens.append("(" + node.label())
+        for child in node:
+            walk(child)
+        tokens.append(CLOSE)
+
+    walk(tree)
+    return " ".join(tokens)
+
+
+@dataclasses.dataclass
+class Repairs:
+    """What `restore` had to change to make a tree of a decoded sequence."""
+
+    unmatched_closings: int = 0  # ")" with nothing open: dropped
+    unclosed_openings: int = 0  # closed at the end
+    empty_constituents: int = 0  # "(NP )": dropped
+    unknown_tokens: int = 0  # neither "(LABEL", ")" nor XX: dropped
+    extra_placeholders: int = 0  # more XX than words: dropped
+    missing_words: int = 0  # fewer XX than words: attached to the root
+    root_added: int = 0  # no single constituent on top: wrapped in FALLBACK_ROOT
+
+    @property
+    def total(self) -> int:
+        return sum(dataclasses.astuple(self))
+
+
+def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
+    """A valid tree over exactly `words` from any decoded sequence, with the repairs made.
+
+    Placeholders take the words in order and keep XX as their tag.
+    """
+    repairs = Repairs()
+    top: list = []  # the finished top-level nodes
+    stack: list[Tree] = []
+    next_word = 0
+    for token in sequence.split():
+        if token.startswith("(") and len(token) > 1 and "(" not in token[1:] and ")" not in token:
+            stack.append(Tree(token[1:], []))
+        elif token == CLOSE:
+            if not stack:
+                repairs.unmatched_closings += 1
+                continue
+            node = stack.pop()
+            if len(node) == 0:
+                repairs.empty_constituents += 1
+            else:
+                (stack[-1] if stack else top).append(node)
+        elif token == PLACEHOLDER:
+            if next_word == len(words):
+                repairs.extra_placeholders += 1
+                continue
+            (stack[-1] if stack else top).append(Tree(PLACEHOLDER, [words[next_word]]))
+            next_word += 1
+        else:
+            repairs.unknown_tokens += 1
+    while stack:
+        node = stack.pop()
+        repairs.unclosed_openings += 1
+        if len(node) == 0:
+            repairs.empty_constituents += 1
+        else:
+            (stack[-1] if stack else top).append(node)
+    if len(top) == 1 and not is_preterminal(top[0]):
+        root = top[0]
+    else:
+        root = Tree(FALLBACK_ROOT, top)
+        repairs.root_added += 1
+    if next_word < len(words):
+        repairs.missing_words += len(words) - next_word
+        root.extend(Tree(PLACEHOLDER, [word]) for word in words[next_word:])
+    return root, repairs
+
+
+def to_line(tree: Tree) -> str:
+    """A tree on one line, in Penn Treebank bracket format (what EVALB reads)."""
+    return tree.pformat(margin=10**9)

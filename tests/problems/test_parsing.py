@@ -1,0 +1,106 @@
+"""The Penn Treebank parsing problems: reading, datagen, decoding and scoring end to end."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from t2t_keras import registry
+from t2t_keras.data import datagen
+from t2t_keras.data.text_files import TextStats
+from t2t_keras.evaluation.evalb import read_trees
+from t2t_keras.problems.parsing_english import PTB_SAMPLE_DIR
+from t2t_keras.training import trainer
+from tests.testing import assert_one_line_error
+
+
+def _cli(module, *args):
+    return subprocess.run([sys.executable, "-m", f"t2t_keras.bin.{module}", *args], capture_output=True, text=True)
+
+
+def test_registered_with_the_papers_settings():
+    wsj = registry.problem("parsing_english_wsj")
+    assert wsj.vocab_spec.size == 16000 and wsj.splits == ["train", "dev", "test"]
+    decode = wsj.decode_defaults
+    assert (decode.beam_size, decode.alpha, decode.extra_length) == (21, 0.3, 300)
+    hparams = registry.hparams("transformer_parsing")
+    assert (hparams.num_hidden_layers, hparams.hidden_size, hparams.filter_size, hparams.num_heads) == (4, 1024, 2048, 8)
+    assert registry.hparams("transformer_parsing_tiny").num_hidden_layers == 4
+
+
+def test_first_pair_of_the_shipped_sample():
+    problem = registry.problem("parsing_english_ptb_sample")
+    source, target = next(iter(problem.text_pairs("train", None, TextStats())))
+    assert source == "Pierre Vinken , 61 years old , will join the board as a nonexecutive director Nov. 29 ."
+    assert target == (
+        "(S (NP (NP XX XX ) XX (ADJP (NP XX XX ) XX ) XX ) (VP XX (VP XX (NP XX XX ) (PP XX (NP XX XX XX ) ) "
+        "(NP XX XX ) ) ) XX )"
+    )
+
+
+def test_wsj_splits_by_section(tmp_path):
+    for section, number in (("02", "0200"), ("21", "2199"), ("22", "2201"), ("23", "2300"), ("24", "2400")):
+        os.makedirs(tmp_path / section)
+        shutil.copyfile(os.path.join(PTB_SAMPLE_DIR, "wsj_0001.mrg"), tmp_path / section / f"wsj_{number}.mrg")
+    problem = registry.problem("parsing_english_wsj")
+    names = {split: [os.path.basename(p) for p in problem.mrg_files(split, str(tmp_path))] for split in problem.splits}
+    assert names == {"train": ["wsj_0200.mrg", "wsj_2199.mrg"], "dev": ["wsj_2201.mrg"], "test": ["wsj_2300.mrg"]}
+
+
+def test_datagen_writes_shards_and_the_dev_words_and_gold_trees(tmp_path):
+    problem = registry.problem("parsing_english_ptb_sample")
+    manifest = datagen.generate(problem, str(tmp_path), None, progress=False)
+    assert manifest["splits"]["train"]["pairs"] == 212 and manifest["splits"]["dev"]["pairs"] == 67
+    words = (tmp_path / "parsing_english_ptb_sample-dev.words").read_text().splitlines()
+    trees = read_trees(str(tmp_path / "parsing_english_ptb_sample-dev.trees"))
+    assert len(words) == len(trees) == 67
+    assert all(line == " ".join(tree.leaves()) for line, tree in zip(words, trees))
+
+
+def test_bad_input_is_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_one_line_error(
+        _cli("datagen", "--noprogress", "--problem=parsing_english_wsj", f"--data_dir={tmp_path / 'd1'}", f"--tmp_dir={empty}"),
+        f"error: --tmp_dir={empty} has no wsj_NNNN.mrg files",
+    )
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    shutil.copyfile(os.path.join(PTB_SAMPLE_DIR, "wsj_0001.mrg"), broken / "wsj_0001.mrg")
+    (broken / "wsj_0002.mrg").write_text("( (S (NP-SBJ (NNP Mr.) (NNP Vinken) ) (VP (VBZ is) )\n")
+    assert_one_line_error(
+        _cli("datagen", "--noprogress", "--problem=parsing_english_ptb_sample", f"--data_dir={tmp_path / 'd2'}", f"--tmp_dir={broken}"),
+        f"error: {broken / 'wsj_0002.mrg'}: tree 1 is malformed",
+    )
+    assert not (tmp_path / "d2" / "parsing_english_ptb_sample.manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_train_decode_and_score_end_to_end(tmp_path):
+    """A briefly trained parser: every output line is a tree over its input words; EVALB is printed."""
+    import tensorflow as tf
+
+    problem = registry.problem("parsing_english_ptb_sample")
+    data_dir, output_dir = tmp_path / "data", tmp_path / "train"
+    datagen.generate(problem, str(data_dir), None, progress=False)
+    hparams = registry.hparams(
+        "transformer_parsing_tiny", "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=2,batch_size=2048,learning_rate_warmup_steps=20"
+    )
+    settings = trainer.RunSettings(output_dir=str(output_dir), data_dir=str(data_dir), train_steps=20,
+                                   save_checkpoints_steps=20, log_steps=20, evaluate=False)
+    trainer.train(problem, hparams, settings, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    words = (data_dir / "parsing_english_ptb_sample-dev.words").read_text().splitlines()[:6]
+    gold = [line for line in (data_dir / "parsing_english_ptb_sample-dev.trees").read_text().splitlines()[:6]]
+    (tmp_path / "dev.words").write_text("\n".join(words) + "\n")
+    (tmp_path / "dev.trees").write_text("\n".join(gold) + "\n")
+    result = _cli(
+        "decoder", f"--output_dir={output_dir}", f"--decode_from_file={tmp_path / 'dev.words'}",
+        f"--decode_to_file={tmp_path / 'dev.parsed'}", f"--decode_reference={tmp_path / 'dev.trees'}",
+        "--decode_hparams=beam_size=2,extra_length=30", "--noprogress",
+    )
+    assert result.returncode == 0, result.stderr
+    parsed = read_trees(str(tmp_path / "dev.parsed"))
+    assert [tree.leaves() for tree in parsed] == [line.split() for line in words]
+    assert "EVALB all: F1 " in result.stderr and "(6 sentences, 0 errors)" in result.stderr
