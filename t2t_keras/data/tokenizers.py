@@ -75,6 +75,10 @@ class Vocabulary:
         """Ids of `text`, without EOS."""
         return self._processor.encode(text)
 
+    def pieces(self, ids: Iterable[int]) -> list[str]:
+        """The subword of each id, as SentencePiece writes it ("▁" marks a word start)."""
+        return [self._processor.id_to_piece(int(i)) for i in ids]
+
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids`, stopping at the first EOS and skipping padding."""
         kept = []

@@ -67,10 +67,13 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense = projection("output", output_dim, self.num_heads * self.value_depth)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
-    def call(self, query, memory=None, attention_mask=None, training=None):
-        """Attention of `query` [B, Lq, d] over `memory` [B, Lk, d] (default: query itself)."""
+    def call(self, query, memory=None, attention_mask=None, training=None, return_attention_scores=False):
+        """Attention of `query` [B, Lq, d] over `memory` [B, Lk, d] (default: query itself).
+
+        With `return_attention_scores`, returns (output, weights [B, h, Lq, Lk]).
+        """
         keys, values = self.project_memory(query if memory is None else memory)
-        return self.attend(query, keys, values, attention_mask, training)
+        return self.attend(query, keys, values, attention_mask, training, return_attention_scores)
 
     def project_memory(self, memory):
         """Keys [B, h, L, d_k] and values [B, h, L, d_v] of `memory` [B, L, d]."""
@@ -79,7 +82,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self._split_heads(self.value_dense(memory), self.value_depth),
         )
 
-    def attend(self, query, keys, values, attention_mask=None, training=None):
+    def attend(self, query, keys, values, attention_mask=None, training=None, return_attention_scores=False):
         """Attention of `query` [B, Lq, d] over projected keys and values [B, h, Lk, depth]."""
         queries = self._split_heads(self.query_dense(query), self.key_depth)
         queries = queries * ops.cast(self.key_depth**-0.5, queries.dtype)
@@ -90,11 +93,11 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [B, 1, Lq or 1, Lk]
             logits = logits + ops.where(mask, 0.0, MASKED_LOGIT)
         weights = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
-        weights = self.dropout_layer(weights, training=training)
-        context = ops.matmul(weights, values)  # [B, h, Lq, d_v]
+        context = ops.matmul(self.dropout_layer(weights, training=training), values)  # [B, h, Lq, d_v]
         batch_size, length = ops.shape(context)[0], ops.shape(context)[2]
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch_size, length, self.num_heads * self.value_depth))
-        return self.output_dense(context)
+        outputs = self.output_dense(context)
+        return (outputs, weights) if return_attention_scores else outputs
 
     def _split_heads(self, projected, depth):
         """[B, L, h * depth] -> [B, h, L, depth]."""

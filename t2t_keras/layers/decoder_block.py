@@ -34,12 +34,17 @@ class DecoderBlock(EncoderBlock):
         )
         self.cross_attention_residual.build(input_shape)
 
-    def call(self, inputs, memory, self_attention_mask=None, memory_mask=None, training=None):
+    def call(self, inputs, memory, self_attention_mask=None, memory_mask=None, training=None, return_attention_scores=False):
+        """Outputs [B, T, d]; with `return_attention_scores`, (outputs, {"self": [B, h, T, T],
+        "encoder_decoder": [B, h, T, S]})."""
         x = self.self_attention_residual.prepare(inputs)
-        x = self.self_attention(x, attention_mask=self_attention_mask, training=training)
+        x, self_weights = self.self_attention(x, attention_mask=self_attention_mask, training=training, return_attention_scores=True)
         x = self.self_attention_residual.finish(inputs, x, training)
         memory_keys, memory_values = self.project_memory(memory)
-        return self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, training)
+        outputs, cross_weights = self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, training)
+        if return_attention_scores:
+            return outputs, {"self": self_weights, "encoder_decoder": cross_weights}
+        return outputs
 
     def project_memory(self, memory):
         """The encoder output's cross-attention keys and values, computed once per sentence."""
@@ -58,12 +63,15 @@ class DecoderBlock(EncoderBlock):
             x, key_cache, value_cache, cache_index, self_attention_mask
         )
         x = self.self_attention_residual.finish(inputs, x, training=False)
-        outputs = self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, False)
+        outputs, _ = self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, False)
         return outputs, key_cache, value_cache
 
     def _cross_attention_and_feed_forward(self, x, memory_keys, memory_values, memory_mask, training):
+        """(outputs, cross-attention weights)."""
         y = self.cross_attention_residual.prepare(x)
-        y = self.cross_attention.attend(y, memory_keys, memory_values, memory_mask, training=training)
+        y, weights = self.cross_attention.attend(
+            y, memory_keys, memory_values, memory_mask, training=training, return_attention_scores=True
+        )
         x = self.cross_attention_residual.finish(x, y, training)
         y = self.feed_forward(self.feed_forward_residual.prepare(x), training=training)
-        return self.feed_forward_residual.finish(x, y, training)
+        return self.feed_forward_residual.finish(x, y, training), weights

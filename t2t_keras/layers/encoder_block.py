@@ -64,12 +64,14 @@ class EncoderBlock(keras.layers.Layer):
         self.feed_forward_residual = ResidualNorm(**residual, name="feed_forward_residual")
         self.feed_forward_residual.build(input_shape)
 
-    def call(self, inputs, attention_mask=None, training=None):
+    def call(self, inputs, attention_mask=None, training=None, return_attention_scores=False):
+        """Outputs [B, L, d]; with `return_attention_scores`, (outputs, weights [B, h, L, L])."""
         x = self.self_attention_residual.prepare(inputs)
-        x = self.self_attention(x, attention_mask=attention_mask, training=training)
+        x, weights = self.self_attention(x, attention_mask=attention_mask, training=training, return_attention_scores=True)
         x = self.self_attention_residual.finish(inputs, x, training)
         y = self.feed_forward(self.feed_forward_residual.prepare(x), training=training)
-        return self.feed_forward_residual.finish(x, y, training)
+        outputs = self.feed_forward_residual.finish(x, y, training)
+        return (outputs, weights) if return_attention_scores else outputs
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -174,6 +174,29 @@ class Transformer(keras.Model):
             x = block(x, encoded.outputs, self_attention_mask=causal, memory_mask=encoded.mask, training=training)
         return self._logits(x)
 
+    def attention_weights(self, inputs, targets) -> dict:
+        """Attention weights of a teacher-forced pass (the paper's Figures 3-5).
+
+        Returns {"encoder_self": [B, h, S, S], "decoder_self": [B, h, T, T],
+        "encoder_decoder": [B, h, T, S]} lists, one entry per layer; row t of the decoder's
+        weights is the query that predicts target token t.
+        """
+        mask = masks.key_padding_mask(inputs)
+        x = self._embed(self.source_embedding, self.source_position, inputs, 0, False)
+        weights = {"encoder_self": [], "decoder_self": [], "encoder_decoder": []}
+        for block in self.encoder_blocks:
+            x, layer_weights = block(x, attention_mask=mask, return_attention_scores=True)
+            weights["encoder_self"].append(layer_weights)
+        if self.hparams.norm_type == "pre":
+            x = self.encoder_norm(x)
+        y = self._embed(self.target_embedding, self.target_position, shift_right(targets), 0, False)
+        causal = masks.causal_mask(ops.shape(targets)[1])
+        for block in self.decoder_blocks:
+            y, layer_weights = block(y, x, self_attention_mask=causal, memory_mask=mask, return_attention_scores=True)
+            weights["decoder_self"].append(layer_weights["self"])
+            weights["encoder_decoder"].append(layer_weights["encoder_decoder"])
+        return weights
+
     def init_cache(self, encoded: Encoded, max_length) -> DecoderCache:
         """An empty cache for decoding up to `max_length` target positions."""
         batch_size = ops.shape(encoded.outputs)[0]

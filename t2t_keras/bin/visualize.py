@@ -1,0 +1,66 @@
+"""t2t-keras-visualize: PNG heatmaps of a trained model's attention for one sentence.
+
+    t2t-keras-visualize --output_dir=~/t2t_train/tiny --sentence="A dog runs in the snow." --plot_dir=attention/
+
+Writes encoder self-attention, decoder self-attention and encoder-decoder attention, one
+PNG per layer with a panel per head, tokens on the axes. The target is the model's own
+translation (the problem's beam search), or --target.
+"""
+
+from absl import flags
+
+from t2t_keras import hparams_lib, registry
+from t2t_keras.bin import flags as common_flags
+from t2t_keras.errors import UsageError
+
+
+def define_flags() -> None:
+    common_flags.define_registry_flags()
+    flags.DEFINE_string("output_dir", None, "The trainer's output_dir (or an averaged --avg_dir).")
+    flags.DEFINE_string("checkpoint_path", None, "A checkpoint to use instead of the latest.")
+    flags.DEFINE_string("sentence", None, "The source sentence.")
+    flags.DEFINE_string("target", None, "The target to attend over (default: the model's translation).")
+    flags.DEFINE_string("plot_dir", None, "Where the PNGs go.")
+    flags.DEFINE_string("decode_hparams", "", "Overrides of the problem's decode defaults, for the translation.")
+
+
+def main(argv) -> int:
+    del argv
+    if common_flags.load_registrations():
+        return 0
+    FLAGS = flags.FLAGS
+    for name in ("output_dir", "sentence", "plot_dir"):
+        if not getattr(FLAGS, name):
+            raise UsageError(f"--{name} is required (see --helpfull).")
+    if not FLAGS.sentence.strip():
+        raise UsageError("--sentence is blank; give the sentence whose attention to draw.")
+    from t2t_keras.run_dir import RunDir
+
+    run_dir = RunDir(FLAGS.output_dir)
+    run_dir.hparams()
+    problem = registry.problem(run_dir.run_info()["problem"])
+    decode_hparams = hparams_lib.apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
+    run_dir.require_checkpoint(FLAGS.checkpoint_path)
+
+    from t2t_keras.decoding import attention_plots, decoder  # TensorFlow loads here
+    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.training.checkpoints import restore_model
+
+    model, _ = restore_model(run_dir, FLAGS.checkpoint_path)
+    vocabulary = run_dir.vocabulary()
+    target = FLAGS.target
+    if target is None:
+        target = decoder.translate_lines(Translator(model, vocabulary, decode_hparams), [FLAGS.sentence])[0]
+        print(f"translation: {target}")
+    weights, source_tokens, target_tokens = attention_plots.attention_for_pair(model, vocabulary, FLAGS.sentence, target)
+    paths = attention_plots.write_attention_pngs(weights, source_tokens, target_tokens, FLAGS.plot_dir)
+    print(f"wrote {len(paths)} PNGs to {FLAGS.plot_dir}")
+    return 0
+
+
+def run() -> None:
+    common_flags.run(main, define_flags)
+
+
+if __name__ == "__main__":
+    run()
