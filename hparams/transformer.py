@@ -57,6 +57,13 @@ def transformer_tiny():
     )
 
 
+@register_hparams()
+def transformer_demo():
+    """transformer_tiny with a short, steep warmup, for `make demo`: Multi30k en-de reaches a
+    dev BLEU of about 30 in 800 steps (about 13 minutes on 2 CPU cores). Not in the paper."""
+    return dataclasses.replace(transformer_tiny(), learning_rate_warmup_steps=400, learning_rate=0.5)
+
+
 def _table3_row(name: str, doc: str, **changes) -> None:
     """Register `name` as transformer_base with one Table 3 row's changes."""
 

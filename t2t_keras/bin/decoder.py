@@ -9,7 +9,6 @@ import sys
 
 from absl import flags
 
-from t2t_keras import hparams_lib, registry
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.decoding import decoder
 from t2t_keras.errors import UsageError
@@ -17,9 +16,7 @@ from t2t_keras.errors import UsageError
 
 def define_flags() -> None:
     common_flags.define_registry_flags()
-    flags.DEFINE_string("output_dir", None, "The trainer's output_dir (or an averaged --avg_dir).")
-    flags.DEFINE_string("checkpoint_path", None, "A checkpoint to use instead of the latest, e.g. DIR/ckpt-50000.")
-    flags.DEFINE_string("decode_hparams", "", 'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false".')
+    common_flags.define_trained_run_flags("decode with")
     flags.DEFINE_string("decode_from_file", None, "Source sentences, one per line.")
     flags.DEFINE_string("decode_to_file", None, "Where to write the translations (default: stdout).")
     flags.DEFINE_string("decode_reference", None, "References of --decode_from_file (translations; gold trees for parsing): print BLEU (EVALB F1 for parsing) at the end.")
@@ -32,17 +29,9 @@ def main(argv) -> int:
     if common_flags.load_registrations():
         return 0
     FLAGS = flags.FLAGS
-    if not FLAGS.output_dir:
-        raise UsageError("--output_dir is required: the trainer's output directory.")
-    if not FLAGS.decode_from_file and not FLAGS.decode_interactive:
+    if FLAGS.output_dir and not FLAGS.decode_from_file and not FLAGS.decode_interactive:
         raise UsageError("say what to decode: --decode_from_file=FILE or --decode_interactive.")
-    from t2t_keras.run_dir import RunDir
-
-    run_dir = RunDir(FLAGS.output_dir)
-    run_dir.hparams()  # one-line errors for a directory the trainer did not write
-    problem = registry.problem(run_dir.run_info()["problem"])
-    decode_hparams = hparams_lib.apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
-    run_dir.require_checkpoint(FLAGS.checkpoint_path)
+    run_dir, problem, decode_hparams = common_flags.load_trained_run()
     reference = None
     if FLAGS.decode_reference:
         reference = problem.read_reference(FLAGS.decode_reference, "--decode_reference")

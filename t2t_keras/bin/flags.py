@@ -43,6 +43,33 @@ def resolve_hparams():
     return registry.hparams(FLAGS.hparams_set, FLAGS.hparams)
 
 
+def define_trained_run_flags(purpose: str) -> None:
+    """--output_dir, --checkpoint_path and --decode_hparams of commands that use a trained model."""
+    flags.DEFINE_string("output_dir", None, "The trainer's output_dir (or an averaged --avg_dir).")
+    flags.DEFINE_string("checkpoint_path", None, f"A checkpoint to {purpose} instead of the latest, e.g. DIR/ckpt-50000.")
+    flags.DEFINE_string(
+        "decode_hparams", "",
+        'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false".',
+    )
+
+
+def load_trained_run():
+    """(RunDir, problem, DecodeHParams) named by those flags, checked before TensorFlow loads:
+    one-line errors for a directory the trainer did not write, a missing checkpoint or an
+    unknown decode hparam."""
+    from t2t_keras import hparams_lib
+    from t2t_keras.run_dir import RunDir
+
+    if not FLAGS.output_dir:
+        raise UsageError("--output_dir is required: the trainer's output directory.")
+    run_dir = RunDir(FLAGS.output_dir)
+    run_dir.hparams()
+    problem = registry.problem(run_dir.run_info()["problem"])
+    decode_hparams = hparams_lib.apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
+    run_dir.require_checkpoint(FLAGS.checkpoint_path)
+    return run_dir, problem, decode_hparams
+
+
 def run(main, define_flags) -> None:
     """Defines the program's flags, then absl.app.run(main) with a UsageError shown as one
     line and exit status 2."""

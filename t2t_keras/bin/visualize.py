@@ -9,19 +9,16 @@ translation (the problem's beam search), or --target.
 
 from absl import flags
 
-from t2t_keras import hparams_lib, registry
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.errors import UsageError
 
 
 def define_flags() -> None:
     common_flags.define_registry_flags()
-    flags.DEFINE_string("output_dir", None, "The trainer's output_dir (or an averaged --avg_dir).")
-    flags.DEFINE_string("checkpoint_path", None, "A checkpoint to use instead of the latest.")
+    common_flags.define_trained_run_flags("draw")
     flags.DEFINE_string("sentence", None, "The source sentence.")
     flags.DEFINE_string("target", None, "The target to attend over (default: the model's translation).")
     flags.DEFINE_string("plot_dir", None, "Where the PNGs go.")
-    flags.DEFINE_string("decode_hparams", "", "Overrides of the problem's decode defaults, for the translation.")
 
 
 def main(argv) -> int:
@@ -29,18 +26,10 @@ def main(argv) -> int:
     if common_flags.load_registrations():
         return 0
     FLAGS = flags.FLAGS
-    for name in ("output_dir", "sentence", "plot_dir"):
-        if not getattr(FLAGS, name):
+    for name in ("sentence", "plot_dir"):
+        if not getattr(FLAGS, name) or not getattr(FLAGS, name).strip():
             raise UsageError(f"--{name} is required (see --helpfull).")
-    if not FLAGS.sentence.strip():
-        raise UsageError("--sentence is blank; give the sentence whose attention to draw.")
-    from t2t_keras.run_dir import RunDir
-
-    run_dir = RunDir(FLAGS.output_dir)
-    run_dir.hparams()
-    problem = registry.problem(run_dir.run_info()["problem"])
-    decode_hparams = hparams_lib.apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
-    run_dir.require_checkpoint(FLAGS.checkpoint_path)
+    run_dir, _, decode_hparams = common_flags.load_trained_run()
 
     from t2t_keras.decoding import attention_plots, decoder  # TensorFlow loads here
     from t2t_keras.decoding.translator import Translator
