@@ -24,7 +24,7 @@ mkdir -p "$OUT"
 
 step() { printf '\n=== %s\n' "$*"; }
 # TensorFlow's C++ start-up prints CUDA probing lines on machines without a GPU; drop them.
-quiet() { "$@" 2> >(grep -v -e '^[IWE]0000 ' -e '^WARNING: All log messages before absl' >&2); }
+quiet() { "$@" 2> >(grep --line-buffered -v -e '^[IWE]0000 ' -e '^WARNING: All log messages before absl' >&2); }
 
 step "1/8 datagen: SentencePiece vocabulary and TFRecord shards of $PROBLEM"
 quiet "$BIN/t2t-keras-datagen" --problem=$PROBLEM --data_dir="$DATA" --noprogress

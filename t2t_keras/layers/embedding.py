@@ -50,6 +50,16 @@ class SharedEmbedding(keras.layers.Layer):
         logits = tf.matmul(flat, tf.cast(self.embeddings, tf.float32), transpose_b=True)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
+    def step_logits(self, inputs):
+        """`logits` of one decoding step's few rows: [N, d_model] -> float32 [N, vocab_size].
+
+        Computed as (table @ inputs^T)^T: for a few hundred rows TF's CPU matmul runs that
+        orientation 2-2.5x faster (256 rows, d_model 256, vocab 8192: 11.4 vs 24.1 ms with the
+        transpose), while for training's thousands of rows `logits`' orientation is faster.
+        """
+        transposed = tf.matmul(tf.cast(self.embeddings, tf.float32), tf.cast(inputs, tf.float32), transpose_b=True)
+        return tf.transpose(transposed)
+
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.hidden_size)
 

@@ -230,7 +230,9 @@ class Transformer(keras.Model):
             keys.append(layer_keys)
             values.append(layer_values)
         cache = cache._replace(keys=tuple(keys), values=tuple(values))
-        return self._logits(x)[:, 0, :], cache
+        if self.hparams.norm_type == "pre":
+            x = self.decoder_norm(x)
+        return self.softmax_projection.step_logits(x[:, 0, :]), cache
 
     def _embed(self, embedding, position, ids, start_index, training):
         x = embedding(ids)

@@ -24,3 +24,11 @@ def test_lookup_is_scaled_and_logits_use_the_same_matrix():
     np.testing.assert_allclose(vectors[0], table[[3, 7]] * 4.0, rtol=1e-6)
     x = np.random.default_rng(0).normal(size=(2, 16)).astype("float32")
     np.testing.assert_allclose(layer.logits(x).numpy(), x @ table.T, rtol=1e-5, atol=1e-5)
+
+
+def test_step_logits_equal_logits():
+    layer = SharedEmbedding(vocab_size=300, hidden_size=16)
+    layer.build()
+    x = np.random.default_rng(0).normal(size=(12, 16)).astype("float32")
+    np.testing.assert_allclose(layer.step_logits(x), layer.logits(x), rtol=1e-5, atol=1e-5)
+    assert layer.step_logits(x).shape == (12, 300)
