@@ -27,7 +27,8 @@ class RunDir:
     """Reads and writes the files of one output_dir."""
 
     def __init__(self, path: str):
-        self.path = os.path.expanduser(path)
+        # Absolute, so the checkpoint state file never records paths relative to the cwd.
+        self.path = os.path.abspath(os.path.expanduser(path))
 
     @property
     def hparams_path(self) -> str:
@@ -86,7 +87,9 @@ class RunDir:
         state = tf.train.get_checkpoint_state(self.path)
         if state is None:
             return []
-        return [p if os.path.isabs(p) else os.path.join(self.path, p) for p in state.all_model_checkpoint_paths]
+        # Checkpoints live in this directory whatever path the state file recorded (a run
+        # started with a relative --output_dir recorded paths relative to its cwd).
+        return [os.path.join(self.path, os.path.basename(p)) for p in state.all_model_checkpoint_paths]
 
     def latest_checkpoint(self) -> str | None:
         return tf.train.latest_checkpoint(self.path)

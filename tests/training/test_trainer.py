@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(multi30k_data_dir, tm
     assert [os.path.basename(p) for p in RunDir(tmp_path / "run").checkpoints()] == ["ckpt-2"]
 
 
-def test_averaging_two_checkpoints_is_their_elementwise_mean(multi30k_data_dir, tmp_path):
+def test_averaging_two_checkpoints_is_their_elementwise_mean(multi30k_data_dir, tmp_path, monkeypatch):
     _train(tmp_path / "run", multi30k_data_dir, 4)
     run_dir = RunDir(tmp_path / "run")
     first, _ = restore_model(run_dir, str(tmp_path / "run" / "ckpt-2"))
@@ -103,6 +104,14 @@ def test_averaging_two_checkpoints_is_their_elementwise_mean(multi30k_data_dir, 
     assert changed > 10  # the two checkpoints really differ
     with pytest.raises(UsageError, match="no checkpoint to average"):
         average_checkpoints(str(tmp_path / "nothing"), 2, str(tmp_path / "avg2"))
+
+    # A run started with a relative --output_dir has cwd-relative paths in its state file
+    # (make demo's out/demo/train did): they still name the checkpoints of this directory.
+    state = tmp_path / "run" / "checkpoint"
+    state.write_text(re.sub(r'"[^"]*(ckpt-\d+)"', r'"run/\1"', state.read_text()))
+    monkeypatch.chdir(tmp_path)
+    assert [os.path.basename(p) for p in RunDir("run").checkpoints()] == ["ckpt-2", "ckpt-4"]
+    assert average_checkpoints("run", 2, "avg_relative").endswith("ckpt-4")
 
 
 def _trainer_cli(*args):
