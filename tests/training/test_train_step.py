@@ -100,7 +100,9 @@ def test_updates_agree_across_replicas_and_accumulation():
         assert iterations == 3, name
         np.testing.assert_allclose(losses, reference_losses, atol=1e-5, err_msg=name)
         for got, want in zip(weights, reference):
-            np.testing.assert_allclose(got, want, atol=1e-5, err_msg=name)
+            # Adam divides by sqrt(v): float reordering between replicas moved 2 of 2048
+            # weights by 2.6e-5 in one run; a wrong update is off by a learning-rate-sized step.
+            np.testing.assert_allclose(got, want, atol=1e-4, err_msg=name)
     assert not np.allclose(reference[0], initial[0])  # the updates did change the weights
 
 
