@@ -31,6 +31,9 @@ def _labels(vocabulary, ids):
 
 def attention_figure(layer_weights: np.ndarray, rows: list[str], columns: list[str], title: str):
     """A matplotlib figure of one layer's weights [heads, queries, keys], a panel per head."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
     from matplotlib import pyplot
 
     num_heads = layer_weights.shape[0]
@@ -53,9 +56,6 @@ def attention_figure(layer_weights: np.ndarray, rows: list[str], columns: list[s
 
 def write_attention_pngs(weights: dict, source_tokens: list[str], target_tokens: list[str], plot_dir: str) -> list[str]:
     """Writes `plot_dir/{kind}_layer{N}.png` for every kind and layer; returns the paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display needed
     from matplotlib import pyplot
 
     # Rows are queries, columns keys. Decoder position t reads target token t-1 (the

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 from typing import Iterable
 
 from nltk import Tree
 
 from t2t_keras.errors import UsageError
-from t2t_keras.parsing.trees import ROOT_LABELS, is_preterminal, strip_function_tags
+from t2t_keras.parsing.trees import ROOT_LABELS, is_preterminal, remove_empty_elements, strip_function_tags
 
 DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
 DELETE_FOR_LENGTH = frozenset({"-NONE-"})
@@ -97,22 +98,11 @@ def score_sentence(gold: Tree, test: Tree) -> SentenceScore | None:
     if [w for w, _ in gold_terminals] != [w for w, _ in test_terminals]:
         return None
     kept = [tag not in DELETE_LABELS for _, tag in gold_terminals]  # the gold tags decide punctuation
-    gold_brackets = _brackets(_without_empty(gold), kept)
-    test_brackets = _brackets(_without_empty(test), kept)
+    gold_brackets = _brackets(remove_empty_elements(gold) or Tree(gold.label(), []), kept)
+    test_brackets = _brackets(remove_empty_elements(test) or Tree(test.label(), []), kept)
     length = sum(tag not in DELETE_FOR_LENGTH for _, tag in gold_terminals)
     matched = sum((gold_brackets & test_brackets).values())
     return SentenceScore(length, sum(gold_brackets.values()), sum(test_brackets.values()), matched)
-
-
-def _without_empty(tree: Tree) -> Tree:
-    """`tree` without -NONE- leaves and the constituents left empty (a bare root stays)."""
-    def clean(node):
-        if is_preterminal(node):
-            return None if node.label() == "-NONE-" else node
-        children = [c for c in (clean(child) for child in node if isinstance(child, Tree)) if c is not None]
-        return Tree(node.label(), children) if children else None
-
-    return clean(tree) or Tree(tree.label(), [])
 
 
 def evaluate(pairs: Iterable[tuple[Tree, Tree]], max_length: int | None = None) -> EvalbResult:
@@ -142,8 +132,6 @@ def evaluate_all_and_short(gold_trees: list[Tree], test_trees: list[Tree]) -> di
 
 def read_trees(path: str, flag: str | None = None) -> list[Tree]:
     """The bracketed trees of a file, one or many lines each (one per line, or .mrg style)."""
-    import os
-
     where = f"{flag}={path}" if flag else path
     if not os.path.isfile(path):
         raise UsageError(f"{where}: no such file.")

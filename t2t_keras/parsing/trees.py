@@ -40,13 +40,15 @@ def preprocess(tree: Tree) -> Tree | None:
     """
     while isinstance(tree, Tree) and tree.label() in ROOT_LABELS and len(tree) == 1 and isinstance(tree[0], Tree):
         tree = tree[0]
-    return _clean(tree)
+    return remove_empty_elements(tree)
 
 
-def _clean(tree):
+def remove_empty_elements(tree):
+    """`tree` without -NONE- leaves, the constituents left empty and function tags; None if
+    no word is left."""
     if is_preterminal(tree):
         return None if tree.label() == "-NONE-" else Tree(tree.label(), [tree[0]])
-    children = [child for child in (_clean(c) for c in tree if isinstance(c, Tree)) if child is not None]
+    children = [child for child in (remove_empty_elements(c) for c in tree if isinstance(c, Tree)) if child is not None]
     return Tree(strip_function_tags(tree.label()), children) if children else None
 
 
@@ -93,6 +95,10 @@ def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
     top: list = []  # the finished top-level nodes
     stack: list[Tree] = []
     next_word = 0
+
+    def attach(node):
+        (stack[-1] if stack else top).append(node)
+
     for token in sequence.split():
         if token.startswith("(") and len(token) > 1 and "(" not in token[1:] and ")" not in token:
             stack.append(Tree(token[1:], []))
@@ -104,12 +110,12 @@ def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
             if len(node) == 0:
                 repairs.empty_constituents += 1
             else:
-                (stack[-1] if stack else top).append(node)
+                attach(node)
         elif token == PLACEHOLDER:
             if next_word == len(words):
                 repairs.extra_placeholders += 1
                 continue
-            (stack[-1] if stack else top).append(Tree(PLACEHOLDER, [words[next_word]]))
+            attach(Tree(PLACEHOLDER, [words[next_word]]))
             next_word += 1
         else:
             repairs.unknown_tokens += 1
@@ -119,7 +125,7 @@ def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
         if len(node) == 0:
             repairs.empty_constituents += 1
         else:
-            (stack[-1] if stack else top).append(node)
+            attach(node)
     if len(top) == 1 and not is_preterminal(top[0]):
         root = top[0]
     else:

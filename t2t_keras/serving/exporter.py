@@ -112,7 +112,6 @@ def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path
     from t2t_keras.training.checkpoints import restore_model
 
     run_dir = RunDir(output_dir)
-    run_dir.hparams()
     checkpoint = run_dir.require_checkpoint(checkpoint_path)
     if version is None:
         version = checkpoint_step(checkpoint)
