@@ -30,17 +30,19 @@ def _labels(vocabulary, ids):
 
 
 def attention_figure(layer_weights: np.ndarray, rows: list[str], columns: list[str], title: str):
-    """A matplotlib figure of one layer's weights [heads, queries, keys], a panel per head."""
-    import matplotlib
+    """A matplotlib figure of one layer's weights [heads, queries, keys], a panel per head.
 
-    matplotlib.use("Agg")  # files only, no display needed
-    from matplotlib import pyplot
+    A bare `Figure` (not pyplot): it renders to files without a display and leaves the
+    process's pyplot state and backend alone.
+    """
+    from matplotlib.figure import Figure
 
     num_heads = layer_weights.shape[0]
     columns_per_row = int(np.ceil(np.sqrt(num_heads)))
     grid_rows = int(np.ceil(num_heads / columns_per_row))
     size = max(4.0, 0.22 * max(len(rows), len(columns)) + 1.5)
-    figure, axes = pyplot.subplots(grid_rows, columns_per_row, figsize=(size * columns_per_row, size * grid_rows), squeeze=False)
+    figure = Figure(figsize=(size * columns_per_row, size * grid_rows))
+    axes = figure.subplots(grid_rows, columns_per_row, squeeze=False)
     for head, ax in enumerate(axes.flat):
         if head >= num_heads:
             ax.axis("off")
@@ -56,8 +58,6 @@ def attention_figure(layer_weights: np.ndarray, rows: list[str], columns: list[s
 
 def write_attention_pngs(weights: dict, source_tokens: list[str], target_tokens: list[str], plot_dir: str) -> list[str]:
     """Writes `plot_dir/{kind}_layer{N}.png` for every kind and layer; returns the paths."""
-    from matplotlib import pyplot
-
     # Rows are queries, columns keys. Decoder position t reads target token t-1 (the
     # shifted input, "<s>" first) and predicts token t: its rows are labelled with the token
     # they predict, its self-attention columns with the token they read.
@@ -75,7 +75,6 @@ def write_attention_pngs(weights: dict, source_tokens: list[str], target_tokens:
             figure = attention_figure(layer_weights, rows, columns, f"{kind.replace('_', '-')} attention, layer {layer}")
             path = os.path.join(plot_dir, f"{kind}_layer{layer}.png")
             figure.savefig(path + ".incomplete.png", dpi=100)
-            pyplot.close(figure)
             os.replace(path + ".incomplete.png", path)
             paths.append(path)
     return paths

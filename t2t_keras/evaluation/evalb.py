@@ -26,7 +26,6 @@ from t2t_keras.errors import UsageError
 from t2t_keras.parsing.trees import ROOT_LABELS, is_preterminal, remove_empty_elements, strip_function_tags
 
 DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
-DELETE_FOR_LENGTH = frozenset({"-NONE-"})
 EQUIVALENT_LABELS = {"PRT": "ADVP"}
 CUTOFF_LENGTH = 40
 
@@ -64,8 +63,11 @@ def _terminals(tree: Tree) -> list[tuple[str, str]]:
     return [(leaf[0], leaf.label()) for leaf in tree.subtrees(is_preterminal)]
 
 
-def _brackets(tree: Tree, kept: list[bool]) -> collections.Counter:
-    """The multiset of (label, start, end) over kept words; `kept` is per leaf."""
+def _brackets(tree: Tree | None, kept: list[bool]) -> collections.Counter:
+    """The multiset of (label, start, end) over kept words; `kept` is per leaf. A tree with
+    no word left (None) has none."""
+    if tree is None:
+        return collections.Counter()
     positions = []  # leaf index -> position among kept words (start of the span)
     count = 0
     for keep in kept:
@@ -98,9 +100,9 @@ def score_sentence(gold: Tree, test: Tree) -> SentenceScore | None:
     if [w for w, _ in gold_terminals] != [w for w, _ in test_terminals]:
         return None
     kept = [tag not in DELETE_LABELS for _, tag in gold_terminals]  # the gold tags decide punctuation
-    gold_brackets = _brackets(remove_empty_elements(gold) or Tree(gold.label(), []), kept)
-    test_brackets = _brackets(remove_empty_elements(test) or Tree(test.label(), []), kept)
-    length = sum(tag not in DELETE_FOR_LENGTH for _, tag in gold_terminals)
+    gold_brackets = _brackets(remove_empty_elements(gold), kept)
+    test_brackets = _brackets(remove_empty_elements(test), kept)
+    length = len(gold_terminals)  # COLLINS.prm's DELETE_LABEL_FOR_LENGTH (-NONE-) is already out
     matched = sum((gold_brackets & test_brackets).values())
     return SentenceScore(length, sum(gold_brackets.values()), sum(test_brackets.values()), matched)
 
