@@ -23,7 +23,7 @@ from typing import Iterable
 from nltk import Tree
 
 from t2t_keras.errors import UsageError
-from t2t_keras.parsing.trees import ROOT_LABELS, is_preterminal, remove_empty_elements, strip_function_tags
+from t2t_keras.parsing.trees import ROOT_LABELS, is_preterminal, remove_empty_elements
 
 DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
 EQUIVALENT_LABELS = {"PRT": "ADVP"}
@@ -64,8 +64,8 @@ def _terminals(tree: Tree) -> list[tuple[str, str]]:
 
 
 def _brackets(tree: Tree | None, kept: list[bool]) -> collections.Counter:
-    """The multiset of (label, start, end) over kept words; `kept` is per leaf. A tree with
-    no word left (None) has none."""
+    """The multiset of (label, start, end) over kept words of a `remove_empty_elements` tree;
+    `kept` is per leaf. A tree with no word left (None) has none."""
     if tree is None:
         return collections.Counter()
     positions = []  # leaf index -> position among kept words (start of the span)
@@ -82,7 +82,7 @@ def _brackets(tree: Tree | None, kept: list[bool]) -> collections.Counter:
         leaves = 0
         for child in node:
             leaves += walk(child, first_leaf + leaves)
-        label = strip_function_tags(node.label()) if node.label() not in ROOT_LABELS else "TOP"
+        label = node.label() if node.label() not in ROOT_LABELS else "TOP"  # function tags already stripped
         start = positions[first_leaf]
         end = sum(kept[first_leaf : first_leaf + leaves]) + start
         if label not in DELETE_LABELS and end > start:
