@@ -36,7 +36,7 @@ def build_decoder(shape, dcfg, cached=True):
     import tensorflow as tf
 
     from t2t_keras import registry
-    from t2t_keras.data.tokenizers import EOS_ID
+    from t2t_keras.token_ids import EOS_ID
     from t2t_keras.decoding.beam_search import beam_search, tile_for_beams
     from t2t_keras.models import Transformer
 

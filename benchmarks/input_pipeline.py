@@ -1,6 +1,6 @@
 """Input pipeline throughput: token-budget training batches of translate_ende_multi30k.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--data_dir=DIR] [--batch_size=4096] [--batches=400]
+    .venv/bin/python benchmarks/input_pipeline.py [--data_dir=DIR] [--tokens_per_batch=4096] [--batches=400]
 
 Generates the problem's data into --data_dir if it is not there yet, then times the training
 path (interleaved shards, block parsing, length filter, shuffle, bucketing, padding) after a
@@ -25,7 +25,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--problem", default="translate_ende_multi30k")
     parser.add_argument("--data_dir", default=os.path.join(tempfile.gettempdir(), "t2t_keras_bench_data"))
-    parser.add_argument("--batch_size", type=int, default=4096, help="tokens per batch")
+    parser.add_argument("--tokens_per_batch", type=int, default=4096, help="tokens per batch")
     parser.add_argument("--max_length", type=int, default=256)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--batches", type=int, default=400)
@@ -39,7 +39,7 @@ def main():
 
     problem = registry.problem(args.problem)
     datagen.generate(problem, args.data_dir, None, progress=False)
-    dataset = problem.dataset("train", args.data_dir, args.batch_size, training=True, max_length=args.max_length, seed=1)
+    dataset = problem.dataset("train", args.data_dir, args.tokens_per_batch, training=True, max_length=args.max_length, seed=1)
     iterator = iter(dataset)
     for _ in range(args.warmup):
         next(iterator)
@@ -56,7 +56,7 @@ def main():
     print(json.dumps({
         "bench": "input_pipeline",
         "problem": args.problem,
-        "batch_size_tokens": args.batch_size,
+        "batch_size_tokens": args.tokens_per_batch,
         "batches": args.batches,
         "seconds": round(seconds, 2),
         "batches_per_s": round(args.batches / seconds, 1),

@@ -22,9 +22,11 @@ import os
 import re
 from typing import ClassVar, Iterator
 
+from t2t_keras import files
 from t2t_keras.data.text_files import TextStats
 from t2t_keras.errors import UsageError
-from t2t_keras.problem import DecodeHParams, Problem, VocabSpec
+from t2t_keras.hparams_lib import DecodeHParams
+from t2t_keras.problem import Problem, VocabSpec
 from t2t_keras.registry import register_problem
 
 PTB_SAMPLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "ptb_sample")
@@ -123,9 +125,7 @@ class ParsingProblem(Problem):
             prefix = os.path.join(data_dir, f"{self.name}-{split}")
             trees = [tree for _, tree in self.trees(split, tmp_dir)]
             for suffix, lines in ((".words", [" ".join(t.leaves()) for t in trees]), (".trees", [to_line(t) for t in trees])):
-                with open(prefix + suffix + ".incomplete", "w", encoding="utf-8") as handle:
-                    handle.writelines(line + "\n" for line in lines)
-                os.replace(prefix + suffix + ".incomplete", prefix + suffix)
+                files.write_atomically(prefix + suffix, "".join(line + "\n" for line in lines))
                 written.append(prefix + suffix)
         return written
 

@@ -1,13 +1,21 @@
-"""HParams: the one typed, frozen configuration of a model and its training recipe.
+"""The typed, frozen configurations: HParams (a model and its training recipe) and
+DecodeHParams (how a trained model searches).
 
 Named sets (see `t2t_keras.hparams`) are small functions deriving from a parent with
-`dataclasses.replace`. Users override fields with the `--hparams="a=1,b=2"` syntax, parsed
-by each field's declared type (never `eval`). Run settings (output dir, number of steps,
-distribution) are flags of the CLIs, not hparams.
+`dataclasses.replace`. Users override fields with the `--hparams="a=1,b=2"` and
+`--decode_hparams="a=1"` syntax, parsed by each field's declared type (never `eval`). Run
+settings (output dir, number of steps, distribution) are flags of the CLIs, not hparams.
 
-Every field belongs to a group: "model" fields fix the architecture (a checkpoint only
-restores into the same values), "training" fields are the recipe (optimizer, schedule,
+Every HParams field belongs to a group: "model" fields fix the architecture (a checkpoint
+only restores into the same values), "training" fields are the recipe (optimizer, schedule,
 regularisation, batching) and may change between runs.
+
+Lengths, which mean different things in different places:
+  * `HParams.max_length`: training pairs longer than this many tokens are dropped (training only);
+  * `HParams.max_position`: the rows of a learned position table, so the longest sequence
+    such a model can read or write (sinusoids have no limit);
+  * `DecodeHParams.extra_length`: each sentence may generate input length + extra_length
+    tokens, which also sizes the decoder's key/value cache.
 """
 
 from __future__ import annotations
@@ -22,6 +30,10 @@ from t2t_keras.errors import UsageError
 
 MODEL = "model"
 TRAINING = "training"
+DECODING = "decoding"
+
+# Fields renamed since earlier releases: an old name gets an error naming the new one.
+RENAMED = {"batch_size": "tokens_per_batch (training) or sentences_per_batch (decoding)"}
 
 
 def _field(default, group: str, help: str):
@@ -60,6 +72,9 @@ class HParams:
     attention_dropout: float = _field(0.0, TRAINING, "dropout on attention weights (t2t extra)")
     relu_dropout: float = _field(0.0, TRAINING, "dropout on the FFN's ReLU output (t2t extra)")
     label_smoothing: float = _field(0.1, TRAINING, "eps_ls")
+    weight_decay: float = _field(
+        0.0, TRAINING, "decoupled weight decay (AdamW, as fairseq's --weight-decay): w -= lr * weight_decay * w each update"
+    )
     # --- optimizer and schedule (section 5.3) ---
     adam_beta1: float = _field(0.9, TRAINING, "Adam beta1")
     adam_beta2: float = _field(0.98, TRAINING, "Adam beta2")
@@ -69,8 +84,10 @@ class HParams:
     )
     learning_rate_warmup_steps: int = _field(4000, TRAINING, "warmup_steps")
     # --- batching (section 5.1) ---
-    batch_size: int = _field(4096, TRAINING, "tokens per replica per step (source or target)")
-    max_length: int = _field(256, TRAINING, "training pairs longer than this (in tokens) are dropped")
+    tokens_per_batch: int = _field(
+        4096, TRAINING, "tokens per replica per batch: sentences x padded length of the longer side stays within it"
+    )
+    max_length: int = _field(256, TRAINING, "training pairs longer than this (in tokens, either side) are dropped")
     gradient_accumulation_steps: int = _field(
         1, TRAINING, "batches per update: the paper's 8 GPUs x ~3125 tokens = 1 GPU with 8 steps"
     )
@@ -87,7 +104,7 @@ class HParams:
             value = getattr(self, field.name)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
                 problems.append(f"{field.name}={value} must not be negative")
-        for name in ("num_hidden_layers", "hidden_size", "filter_size", "num_heads", "max_position", "batch_size", "gradient_accumulation_steps"):
+        for name in ("num_hidden_layers", "hidden_size", "filter_size", "num_heads", "max_position", "tokens_per_batch", "gradient_accumulation_steps"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
         if self.num_heads > 0 and 0 in (self.attention_key_depth, self.attention_value_depth):
@@ -99,6 +116,8 @@ class HParams:
         for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 problems.append(f"{name}={getattr(self, name)} must be in [0, 1)")
+        if self.max_length > self.tokens_per_batch:
+            problems.append(f"max_length={self.max_length} exceeds tokens_per_batch={self.tokens_per_batch}: such a pair fits no batch")
         if problems:
             raise UsageError("invalid hparams: " + "; ".join(problems))
         return self
@@ -122,10 +141,7 @@ class HParams:
     @classmethod
     def from_dict(cls, values: dict, source: str = "hparams") -> "HParams":
         """Typed construction from a dict (e.g. a saved hparams.json); unknown keys rejected."""
-        kwargs = {}
-        for key, value in values.items():
-            field = _field_named(key, source)
-            kwargs[key] = _check_type(field, value, source)
+        kwargs = {key: _check_type(cls, _field_named(key, source, cls), value, source) for key, value in values.items()}
         return cls(**kwargs).validated()
 
     @classmethod
@@ -146,6 +162,26 @@ class HParams:
             if (group is None or f.metadata["group"] == group)
             and getattr(self, f.name) != getattr(other, f.name)
         ]
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeHParams:
+    """How a trained model searches: a problem's `decode_defaults`, overridden with
+    --decode_hparams="a=1,b=2". The defaults are the paper's for translation (section 6.1)."""
+
+    beam_size: int = _field(4, DECODING, "hypotheses kept per sentence; 1 = greedy search")
+    alpha: float = _field(0.6, DECODING, "GNMT length penalty exponent: scores are log P / ((5 + |Y|) / 6)^alpha")
+    extra_length: int = _field(50, DECODING, "each sentence may generate input length + extra_length tokens (EOS included)")
+    sentences_per_batch: int = _field(32, DECODING, "sentences decoded together")
+    return_beams: bool = _field(False, DECODING, "write every beam (tab-separated) instead of the best")
+
+    def validated(self) -> "DecodeHParams":
+        if self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0:
+            raise UsageError(
+                "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, alpha >= 0; "
+                f"got {self}."
+            )
+        return self
 
 
 def field_names(group: str | None = None) -> list[str]:
@@ -176,23 +212,28 @@ def apply_overrides(config, overrides: str, flag: str = "--hparams"):
     return dataclasses.replace(config, **changes)
 
 
-def _field_named(key: str, source: str, config_type=HParams) -> dataclasses.Field:
+def _field_named(key: str, source: str, config_type) -> dataclasses.Field:
     fields = {f.name: f for f in dataclasses.fields(config_type)}
     if key not in fields:
         close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = f"renamed to {RENAMED[key]}; " if key in RENAMED else f"did you mean {close[0]!r}? " if close else ""
         kind = "hparam" if config_type is HParams else "setting"
         raise UsageError(f"{source}: unknown {kind} {key!r}; {hint}valid: {', '.join(fields)}.")
     return fields[key]
 
 
-def _parse_value(field: dataclasses.Field, text: str, flag: str = "--hparams", config_type=HParams):
+def _checked_choice(kind, value, where: str):
+    """`value` if it is one of the Literal type `kind`'s choices; a UsageError otherwise."""
+    if value not in typing.get_args(kind):
+        raise UsageError(f"{where} is not one of {', '.join(typing.get_args(kind))}.")
+    return value
+
+
+def _parse_value(field: dataclasses.Field, text: str, flag: str, config_type):
     kind = typing.get_type_hints(config_type)[field.name]
     where = f"{flag}: {field.name}={text!r}"
     if typing.get_origin(kind) is Literal:
-        if text not in typing.get_args(kind):
-            raise UsageError(f"{where} is not one of {', '.join(typing.get_args(kind))}.")
-        return text
+        return _checked_choice(kind, text, where)
     if kind is bool:
         lowered = text.lower()
         if lowered in ("true", "1", "yes"):
@@ -213,13 +254,12 @@ def _parse_value(field: dataclasses.Field, text: str, flag: str = "--hparams", c
     return text
 
 
-def _check_type(field: dataclasses.Field, value, source: str):
-    kind = typing.get_type_hints(HParams)[field.name]
+def _check_type(config_type, field: dataclasses.Field, value, source: str):
+    """`value` (from JSON) if it has the type `config_type` declares for `field`; a UsageError otherwise."""
+    kind = typing.get_type_hints(config_type)[field.name]
     where = f"{source}: {field.name}={value!r}"
     if typing.get_origin(kind) is Literal:
-        if value not in typing.get_args(kind):
-            raise UsageError(f"{where} is not one of {', '.join(typing.get_args(kind))}.")
-        return value
+        return _checked_choice(kind, value, where)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):

@@ -19,7 +19,7 @@ import random
 from typing import ClassVar, Iterator
 
 from t2t_keras.data.text_files import TextStats
-from t2t_keras.errors import UsageError
+from t2t_keras.hparams_lib import DecodeHParams
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,27 +30,6 @@ class VocabSpec:
     model_type: str = "bpe"
     sample_pairs: int = 1_000_000  # training pairs sampled (both sides used: one shared vocabulary)
     seed: int = 1234
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeHParams:
-    """Decoding settings; a problem's defaults, overridden with --decode_hparams="a=1,b=2".
-
-    Defaults are the paper's for translation (section 6.1).
-    """
-
-    beam_size: int = 4  # 1 = greedy search
-    alpha: float = 0.6  # GNMT length penalty exponent
-    extra_length: int = 50  # maximum output length = input length + extra_length
-    batch_size: int = 32  # sentences decoded together
-    return_beams: bool = False  # all beams (tab-separated) instead of the best
-
-    def validated(self) -> "DecodeHParams":
-        if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0 or self.alpha < 0:
-            raise UsageError(
-                f"--decode_hparams: need beam_size >= 1, batch_size >= 1, extra_length >= 0, alpha >= 0; got {self}."
-            )
-        return self
 
 
 class Problem(abc.ABC):
@@ -130,17 +109,17 @@ class Problem(abc.ABC):
         manifest.load(self, data_dir)
         return Vocabulary.load(self.vocab_path(data_dir))
 
-    def dataset(self, split: str, data_dir: str, batch_size: int, training: bool, max_length: int = 0,
+    def dataset(self, split: str, data_dir: str, tokens_per_batch: int, training: bool, max_length: int = 0,
                 input_context=None, seed: int | None = None):
         """Batches {"inputs": [B, S], "targets": [B, T]} int32 (0-padded, EOS-terminated).
 
         Args:
           split: one of `splits`.
           data_dir: where datagen wrote the problem's files.
-          batch_size: tokens per batch (per replica): sentences x padded length stays within it.
+          tokens_per_batch: per replica: sentences x padded length stays within it.
           training: shuffle, repeat, and drop pairs longer than `max_length`; otherwise one
             pass in a deterministic order.
-          max_length: longest pair kept in training, in tokens (0 = batch_size).
+          max_length: longest pair kept in training, in tokens (0 = tokens_per_batch).
           input_context: a tf.distribute.InputContext, to read this pipeline's share.
           seed: shuffle seed.
         """
@@ -148,5 +127,5 @@ class Problem(abc.ABC):
 
         files = manifest.shard_files(self, data_dir, split)
         return pipeline.batched_dataset(
-            files, batch_size, training=training, max_length=max_length, input_context=input_context, seed=seed
+            files, tokens_per_batch, training=training, max_length=max_length, input_context=input_context, seed=seed
         )

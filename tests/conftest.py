@@ -1,7 +1,6 @@
 """Shared fixtures and paths for the suite."""
 
 import os
-import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -20,9 +19,6 @@ import tensorflow as tf  # noqa: E402
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2
 )
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 
 # Seeded once for the session, not per test: tf.random.set_seed clears TensorFlow's eager
 # kernel cache, which destroys the SentencePiece resources of tensorflow_text tokenizers
@@ -49,7 +45,7 @@ def multi30k_data_dir(tmp_path_factory):
     return str(data_dir)
 
 
-TRAINED_HPARAMS = "hidden_size=32,filter_size=64,num_heads=2,batch_size=1024,max_length=64,learning_rate_warmup_steps=20"
+TRAINED_HPARAMS = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=1024,max_length=64,learning_rate_warmup_steps=20"
 
 
 @pytest.fixture(scope="session")

@@ -89,7 +89,7 @@ def test_bad_json_is_a_usage_error(text, message):
 
 def test_groups_separate_architecture_from_recipe():
     assert {"hidden_size", "num_heads", "norm_type", "positional_encoding"} <= set(field_names(MODEL))
-    assert {"label_smoothing", "learning_rate_warmup_steps", "adam_beta2", "batch_size"} <= set(field_names(TRAINING))
+    assert {"label_smoothing", "learning_rate_warmup_steps", "adam_beta2", "tokens_per_batch", "weight_decay"} <= set(field_names(TRAINING))
     assert set(field_names()) == set(field_names(MODEL)) | set(field_names(TRAINING))
     base, big = registry.hparams("transformer_base"), registry.hparams("transformer_big")
     assert base.differences(big, group=TRAINING) == ["layer_prepostprocess_dropout: 0.1 -> 0.3"]

@@ -1,6 +1,5 @@
 """The installed layout: catalogs only under t2t_keras, every package listed in pyproject."""
 
-import pathlib
 import subprocess
 import sys
 import tomllib
@@ -8,7 +7,8 @@ import zipfile
 
 import pytest
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests.testing import REPO_ROOT
+
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 
 

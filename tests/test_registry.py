@@ -57,7 +57,9 @@ def test_unknown_name_suggests_the_closest():
 def test_public_listing():
     assert "transformer_big" in registry.list_hparams()
     assert registry.list_models() == ["transformer"]
-    assert isinstance(registry.list_problems(), list)
+    assert {"translate_ende_wmt14", "translate_enfr_wmt14", "translate_ende_multi30k", "parsing_english_wsj",
+            "parsing_english_ptb_sample"} <= set(registry.list_problems())
+    assert registry.list_problems() == sorted(registry.list_problems())
     text = registry.help_string()
     assert "hparams sets:" in text and "  transformer_big  Table 3 big" in text and "models:" in text
 

@@ -1,11 +1,19 @@
 """A shared layer-test harness: every layer gets the same serialization and call checks."""
 
+import gzip
+import dataclasses
 import inspect
 import json
+import os
+import pathlib
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+SUM = tf.distribute.ReduceOp.SUM
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+VOCAB = 60  # the vocabulary of the update tests' hand-made batches
 
 
 def run_layer_test(layer_cls, init_kwargs, call_kwargs, expected_output_shape, expected_num_trainable_weights):
@@ -65,3 +73,112 @@ def assert_one_line_error(result, message_start):
     assert result.returncode == 2, result.stderr
     assert lines and lines[-1].startswith(message_start), result.stderr
     assert sum(line.startswith("error:") for line in lines) == 1, result.stderr
+
+
+def update_gradients(train_step, per_replica_features):
+    """(All-reduced gradients, mean loss per target token) an update of `train_step` would
+    apply to distributed features, from the same replica code; nothing is applied."""
+    from t2t_keras.training.train_step import target_tokens
+
+    def replica_fn(features):
+        context = tf.distribute.get_replica_context()
+        global_tokens = context.all_reduce(SUM, target_tokens(features))
+        gradients, loss_sum = train_step.loss_sum_gradients(features, global_tokens)
+        return context.all_reduce(SUM, gradients), context.all_reduce(SUM, loss_sum) / global_tokens
+
+    return train_step.strategy.run(tf.function(replica_fn), args=(per_replica_features,))
+
+
+def read_warmup_requests(path):
+    """The PredictRequests of an export's TF Serving warmup file."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    return [
+        prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        for record in tf.data.TFRecordDataset(path)
+    ]
+
+
+# --- one optimizer update, on several paths (tests/training/test_train_step.py, test_multi_worker.py) ---
+
+def update_hparams(**changes):
+    from t2t_keras import registry
+
+    hp = dataclasses.replace(
+        registry.hparams("transformer_tiny"), hidden_size=32, filter_size=64, layer_prepostprocess_dropout=0.0,
+        learning_rate_warmup_steps=10,
+    )
+    return dataclasses.replace(hp, **changes)
+
+
+
+def global_batch():
+    """8 sentence pairs with different amounts of padding (token counts differ per half)."""
+    rng = np.random.default_rng(3)
+    inputs = rng.integers(3, VOCAB, (8, 7))
+    targets = rng.integers(3, VOCAB, (8, 9))
+    for i, (source_length, target_length) in enumerate([(7, 9), (3, 2), (5, 9), (1, 4), (6, 6), (7, 1), (2, 8), (4, 3)]):
+        inputs[i, source_length:] = 0
+        targets[i, target_length:] = 0
+    return {"inputs": tf.constant(inputs, tf.int32), "targets": tf.constant(targets, tf.int32)}
+
+
+
+def build_train_step(strategy, hparams, initial_weights=None):
+    from t2t_keras.models import Transformer
+    from t2t_keras.training.train_step import TrainStep, make_optimizer
+
+    with strategy.scope():
+        model = Transformer.from_hparams(hparams, VOCAB)
+        if initial_weights is not None:
+            model.set_weights(initial_weights)
+        step = TrainStep(model, make_optimizer(hparams), hparams, strategy)
+    return model, step
+
+
+
+def split_for_replicas(strategy, batch, parts):
+    """Per-replica halves of one global batch, each replica getting sentences [i*n/parts, (i+1)*n/parts)."""
+    size = batch["inputs"].shape[0] // parts
+    return strategy.experimental_distribute_values_from_function(
+        lambda context: {k: v[context.replica_id_in_sync_group * size : (context.replica_id_in_sync_group + 1) * size] for k, v in batch.items()}
+    )
+
+
+
+def halves(batch):
+    return [{k: v[:4] for k, v in batch.items()}, {k: v[4:] for k, v in batch.items()}]
+
+
+
+def cycle(*batches):
+    """A dataset repeating `batches` in order (replicas, or accumulation steps, take them in turn)."""
+    dataset = tf.data.Dataset.from_tensors(batches[0])
+    for batch in batches[1:]:
+        dataset = dataset.concatenate(tf.data.Dataset.from_tensors(batch))
+    return dataset.repeat()
+
+
+
+def train_updates(strategy, hparams, initial_weights, batches, updates=3):
+    model, step = build_train_step(strategy, hparams, initial_weights)
+    iterator = iter(strategy.distribute_datasets_from_function(lambda context: cycle(*batches)))
+    losses = [float(step.update(iterator)[0]) for _ in range(updates)]
+    return model.get_weights(), losses, int(step.optimizer.iterations.numpy())
+
+
+
+
+def write_corpus_slice(tmp_dir, train_lines=2000, dev_lines=100):
+    """Plain-text train.{en,de} and dev.{en,de} cut from the shipped Multi30k train set."""
+    from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+
+    os.makedirs(tmp_dir, exist_ok=True)
+    for language in ("en", "de"):
+        with gzip.open(os.path.join(MULTI30K_DIR, f"train.{language}.gz"), "rb") as handle:
+            lines = handle.readlines()
+        with open(os.path.join(tmp_dir, f"train.{language}"), "wb") as out:
+            out.writelines(lines[:train_lines])
+        with open(os.path.join(tmp_dir, f"dev.{language}"), "wb") as out:
+            out.writelines(lines[train_lines : train_lines + dev_lines])
+    return str(tmp_dir)

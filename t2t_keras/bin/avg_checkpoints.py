@@ -25,7 +25,7 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if not FLAGS.output_dir or not FLAGS.avg_dir:
         raise UsageError("--output_dir and --avg_dir are required.")
-    from t2t_keras.training.checkpoints import average_checkpoints  # TensorFlow loads here
+    from t2t_keras.checkpoints import average_checkpoints  # TensorFlow loads here
 
     path = average_checkpoints(FLAGS.output_dir, FLAGS.num_last_checkpoints, FLAGS.avg_dir)
     print(f"averaged the last {FLAGS.num_last_checkpoints} checkpoints of {FLAGS.output_dir} into {path}")

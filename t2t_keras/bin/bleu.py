@@ -22,7 +22,7 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if not FLAGS.translation or not FLAGS.reference:
         raise UsageError("--translation and --reference are required.")
-    from t2t_keras.decoding.decoder import DecodeReport, read_source_lines
+    from t2t_keras.decoding.file_decoding import DecodeReport, read_source_lines
     from t2t_keras.evaluation import bleu
 
     hypotheses = read_source_lines(FLAGS.translation, DecodeReport(), "--translation")

@@ -10,7 +10,7 @@ import sys
 from absl import flags
 
 from t2t_keras.bin import flags as common_flags
-from t2t_keras.decoding import decoder
+from t2t_keras.decoding import file_decoding
 from t2t_keras.errors import UsageError
 
 
@@ -37,28 +37,26 @@ def main(argv) -> int:
         reference = problem.read_reference(FLAGS.decode_reference, "--decode_reference")
 
     from t2t_keras.decoding.translator import Translator  # TensorFlow loads here, once the flags are known to be good
-    from t2t_keras.training.checkpoints import restore_model
 
-    model, checkpoint = restore_model(run_dir, FLAGS.checkpoint_path)
-    translator = Translator(model, run_dir.vocabulary(), decode_hparams)
+    translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
     if FLAGS.decode_interactive:
-        decoder.interactive(translator)
+        file_decoding.interactive(translator)
         return 0
 
-    report = decoder.DecodeReport()
-    sources = decoder.read_source_lines(FLAGS.decode_from_file, report)
+    report = file_decoding.DecodeReport()
+    sources = file_decoding.read_source_lines(FLAGS.decode_from_file, report)
     if reference is not None and len(reference) != len(sources):
         raise UsageError(
             f"--decode_reference={FLAGS.decode_reference} has {len(reference)} references, "
             f"--decode_from_file has {len(sources)}; they must be aligned."
         )
-    outputs = decoder.translate_lines(translator, sources, report, progress=FLAGS.progress)
-    outputs, repairs = decoder.postprocess_lines(problem, sources, outputs)
+    outputs = file_decoding.translate_lines(translator, sources, report, progress=FLAGS.progress)
+    outputs, repairs = file_decoding.postprocess_lines(problem, sources, outputs)
     if FLAGS.decode_to_file:
-        decoder.write_lines(FLAGS.decode_to_file, outputs)
+        file_decoding.write_lines(FLAGS.decode_to_file, outputs)
     else:
         sys.stdout.writelines(line + "\n" for line in outputs)
-    summary = f"decoded {report.lines} lines with {checkpoint} ({report.empty_lines} empty)"
+    summary = f"decoded {report.lines} lines with {translator.checkpoint_path} ({report.empty_lines} empty)"
     if report.invalid_utf8_lines:
         shown = ", ".join(str(n) for n in report.invalid_utf8_lines[:20])
         summary += f"; invalid UTF-8 replaced on {len(report.invalid_utf8_lines)} lines: {shown}"

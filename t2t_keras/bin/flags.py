@@ -49,7 +49,7 @@ def define_trained_run_flags(purpose: str) -> None:
     flags.DEFINE_string("checkpoint_path", None, f"A checkpoint to {purpose} instead of the latest, e.g. DIR/ckpt-50000.")
     flags.DEFINE_string(
         "decode_hparams", "",
-        'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false".',
+        'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,sentences_per_batch=32,return_beams=false".',
     )
 
 
@@ -58,13 +58,13 @@ def load_trained_run():
     one-line errors for a directory the trainer did not write, a missing checkpoint or an
     unknown decode hparam."""
     from t2t_keras import hparams_lib
-    from t2t_keras.run_dir import RunDir
+    from t2t_keras.checkpoints import RunDir
 
     if not FLAGS.output_dir:
         raise UsageError("--output_dir is required: the trainer's output directory.")
     run_dir = RunDir(FLAGS.output_dir)
     run_dir.hparams()
-    problem = registry.problem(run_dir.run_info()["problem"])
+    problem = run_dir.problem()
     decode_hparams = hparams_lib.apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
     run_dir.require_checkpoint(FLAGS.checkpoint_path)
     return run_dir, problem, decode_hparams

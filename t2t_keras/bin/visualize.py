@@ -31,17 +31,17 @@ def main(argv) -> int:
             raise UsageError(f"--{name} is required (see --helpfull).")
     run_dir, _, decode_hparams = common_flags.load_trained_run()
 
-    from t2t_keras.decoding import attention_plots, decoder  # TensorFlow loads here
+    from t2t_keras.decoding import attention_plots, file_decoding  # TensorFlow loads here
     from t2t_keras.decoding.translator import Translator
-    from t2t_keras.training.checkpoints import restore_model
 
-    model, _ = restore_model(run_dir, FLAGS.checkpoint_path)
-    vocabulary = run_dir.vocabulary()
+    translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
     target = FLAGS.target
     if target is None:
-        target = decoder.translate_lines(Translator(model, vocabulary, decode_hparams), [FLAGS.sentence])[0]
+        target = file_decoding.translate_lines(translator, [FLAGS.sentence])[0]
         print(f"translation: {target}")
-    weights, source_tokens, target_tokens = attention_plots.attention_for_pair(model, vocabulary, FLAGS.sentence, target)
+    weights, source_tokens, target_tokens = attention_plots.attention_for_pair(
+        translator.model, translator.vocabulary, FLAGS.sentence, target
+    )
     paths = attention_plots.write_attention_pngs(weights, source_tokens, target_tokens, FLAGS.plot_dir)
     print(f"wrote {len(paths)} PNGs to {FLAGS.plot_dir}")
     return 0

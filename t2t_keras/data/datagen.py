@@ -14,9 +14,10 @@ import sys
 import numpy as np
 import tqdm
 
+from t2t_keras import files
 from t2t_keras.data import manifest, tfrecords
 from t2t_keras.data.text_files import TextStats
-from t2t_keras.data.tokenizers import EOS_ID, Vocabulary, train_sentencepiece
+from t2t_keras.data.tokenizers import Vocabulary, train_sentencepiece
 from t2t_keras.errors import UsageError
 
 PERCENTILES = (50, 90, 99, 100)
@@ -28,16 +29,10 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
 
     A complete data_dir is reused (returned as is, with "reused": True) unless `overwrite`.
     """
-    try:
-        os.makedirs(data_dir, exist_ok=True)
-        probe = os.path.join(data_dir, ".t2t_keras_write_test")
-        open(probe, "w").close()
-        os.remove(probe)
-    except OSError as e:
-        raise UsageError(f"--data_dir={data_dir} is not writable ({e.strerror}); pick another directory.") from None
+    files.ensure_writable_dir(data_dir, "--data_dir")
     if not overwrite and manifest.is_complete(problem, data_dir):
         return {**manifest.load(problem, data_dir), "reused": True}
-    tfrecords.remove_incomplete(data_dir, problem.name)
+    files.remove_incomplete(data_dir, problem.name)
     vocabulary = _vocabulary(problem, data_dir, tmp_dir, overwrite)
     record = {
         "vocab": {
@@ -63,9 +58,7 @@ def _vocabulary(problem, data_dir: str, tmp_dir: str, overwrite: bool) -> Vocabu
     if not sentences:
         raise UsageError(f"{problem.name}: the train split has no text to train a vocabulary on (check --tmp_dir={tmp_dir}).")
     model_proto = train_sentencepiece(sentences, problem.vocab_spec.size, problem.vocab_spec.model_type)
-    with open(path + tfrecords.TEMP_SUFFIX, "wb") as handle:
-        handle.write(model_proto)
-    os.replace(path + tfrecords.TEMP_SUFFIX, path)
+    files.write_atomically(path, model_proto)
     return Vocabulary(model_proto, path)
 
 
@@ -85,8 +78,8 @@ def _write_split(problem, split: str, vocabulary: Vocabulary, data_dir: str, tmp
             if not source.strip() or not target.strip():
                 dropped["empty source or target"] += 1
                 continue
-            inputs = vocabulary.encode(source) + [EOS_ID]
-            targets = vocabulary.encode(target) + [EOS_ID]
+            inputs = vocabulary.encode(source, add_eos=True)
+            targets = vocabulary.encode(target, add_eos=True)
             shard = len(source_lengths) % len(writers)
             writers[shard].write(tfrecords.serialize_example(inputs, targets))
             pairs_per_shard[shard] += 1

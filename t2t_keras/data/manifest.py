@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 
+from t2t_keras import files
 from t2t_keras.errors import UsageError
 
 FORMAT_VERSION = 1
@@ -21,9 +22,7 @@ def write(problem, data_dir: str, record: dict) -> None:
     """Writes the manifest atomically (temp name, then rename)."""
     path = problem.manifest_path(data_dir)
     text = json.dumps({"format_version": FORMAT_VERSION, "problem": problem.name, **record}, indent=2, sort_keys=True)
-    with open(path + ".incomplete", "w") as handle:
-        handle.write(text + "\n")
-    os.replace(path + ".incomplete", path)
+    files.write_atomically(path, text + "\n")
 
 
 def load(problem, data_dir: str) -> dict:

@@ -1,6 +1,6 @@
 """tf.data over TFRecord shards: parse, filter, bucket by length, batch by a token budget.
 
-As in tensor2tensor, `batch_size` counts tokens, not sentences: pairs are grouped into
+As in tensor2tensor, a batch is sized in tokens, not sentences: pairs are grouped into
 length buckets (boundaries growing by 10%) and each bucket's batch holds as many pairs as
 fit in the budget at the bucket's longest length, so sentences x padded length <= budget
 and little of a batch is padding. Under tf.distribute each replica's pipeline gets its own
@@ -33,16 +33,16 @@ def pair_length(example) -> tf.Tensor:
     return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])
 
 
-def batched_dataset(files, batch_size: int, training: bool, max_length: int = 0, input_context=None, seed=None):
+def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: int = 0, input_context=None, seed=None):
     """Token-budget batches {"inputs": [B, S], "targets": [B, T]} (int32, 0-padded) from `files`.
 
     Training reads shards interleaved and shuffled, drops pairs longer than `max_length`
     (default: the budget) and repeats forever. Otherwise one pass in file order (the
     bucketing order is deterministic); pairs longer than the budget come one per batch.
     """
-    max_length = max_length or batch_size
-    if max_length > batch_size:
-        raise ValueError(f"max_length={max_length} exceeds the token budget batch_size={batch_size}.")
+    max_length = max_length or tokens_per_batch
+    if max_length > tokens_per_batch:
+        raise ValueError(f"max_length={max_length} exceeds the token budget tokens_per_batch={tokens_per_batch}.")
     records, shard_records = tf.data.Dataset.from_tensor_slices(list(files)), False
     if input_context is not None and input_context.num_input_pipelines > 1:
         if len(files) >= input_context.num_input_pipelines:
@@ -64,7 +64,7 @@ def batched_dataset(files, batch_size: int, training: bool, max_length: int = 0,
     if training:
         examples = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     boundaries = bucket_boundaries(max_length)
-    batch_sizes = [max(1, batch_size // (upper - 1)) for upper in boundaries] + [1]
+    batch_sizes = [max(1, tokens_per_batch // (upper - 1)) for upper in boundaries] + [1]
     batches = examples.bucket_by_sequence_length(
         pair_length, boundaries, batch_sizes, pad_to_bucket_boundary=False, drop_remainder=False
     )

@@ -16,10 +16,7 @@ class TextStats:
     """What reading found; merged into datagen's closing summary."""
 
     invalid_utf8_lines: list[str] = dataclasses.field(default_factory=list)  # "file:line"
-    invalid_utf8_line_numbers: list[int] = dataclasses.field(default_factory=list)
-
-    def merge(self, other: "TextStats") -> None:
-        self.invalid_utf8_lines.extend(other.invalid_utf8_lines)
+    invalid_utf8_line_numbers: list[int] = dataclasses.field(default_factory=list)  # the same lines' numbers
 
 
 def _open(path: str):

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Iterator, Sequence
 
 import tensorflow as tf
 
+from t2t_keras import files
 from t2t_keras.errors import UsageError
 
 FEATURES = ("inputs", "targets")
-TEMP_SUFFIX = ".incomplete"
 
 
 def shard_names(prefix: str, num_shards: int) -> list[str]:
@@ -33,31 +32,18 @@ def serialize_example(inputs: Sequence[int], targets: Sequence[int]) -> bytes:
 
 @contextlib.contextmanager
 def atomic_shard_writers(paths: Sequence[str]) -> Iterator[list]:
-    """TFRecord writers to `path + TEMP_SUFFIX`, renamed to `path` only when all succeed.
+    """TFRecord writers of `paths`, which appear under their names only when all succeed.
 
     An exception (or a kill) leaves only `*.incomplete` files, which never look like data;
-    `remove_incomplete` clears them before the next run.
+    `files.remove_incomplete` clears them before the next run.
     """
-    writers = [tf.io.TFRecordWriter(path + TEMP_SUFFIX) for path in paths]
-    try:
-        yield writers
-    except BaseException:
-        for writer, path in zip(writers, paths):
-            writer.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path + TEMP_SUFFIX)
-        raise
-    for writer in writers:
-        writer.close()
-    for path in paths:
-        os.replace(path + TEMP_SUFFIX, path)
-
-
-def remove_incomplete(directory: str, prefix: str) -> None:
-    """Deletes temporary files a killed run left behind for `prefix`."""
-    for name in os.listdir(directory):
-        if name.startswith(prefix) and name.endswith(TEMP_SUFFIX):
-            os.remove(os.path.join(directory, name))
+    with files.atomic_paths(paths) as temporaries:
+        writers = [tf.io.TFRecordWriter(path) for path in temporaries]
+        try:
+            yield writers
+        finally:
+            for writer in writers:
+                writer.close()
 
 
 def parse_examples(serialized):

@@ -19,9 +19,7 @@ from typing import Iterable
 
 import sentencepiece
 
-PAD_ID = 0
-EOS_ID = 1
-UNK_ID = 2
+from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 
 def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str = "bpe") -> bytes:
@@ -71,9 +69,10 @@ class Vocabulary:
     def sha256(self) -> str:
         return hashlib.sha256(self.model_proto).hexdigest()
 
-    def encode(self, text: str) -> list[int]:
-        """Ids of `text`, without EOS."""
-        return self._processor.encode(text)
+    def encode(self, text: str, add_eos: bool = False) -> list[int]:
+        """Ids of `text`, ending with EOS if `add_eos` (as the model reads and writes them)."""
+        ids = self._processor.encode(text)
+        return ids + [EOS_ID] if add_eos else ids
 
     def pieces(self, ids: Iterable[int]) -> list[str]:
         """The subword of each id, as SentencePiece writes it ("▁" marks a word start)."""

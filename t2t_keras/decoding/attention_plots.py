@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 
-from t2t_keras.data.tokenizers import EOS_ID
+from t2t_keras import files
+from t2t_keras.token_ids import EOS_ID
 
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
 EOS_LABEL = "</s>"
@@ -18,8 +19,8 @@ def attention_for_pair(model, vocabulary, source: str, target: str) -> tuple[dic
     """Weights of a teacher-forced pass of (source, target) as numpy, and both token lists."""
     import tensorflow as tf
 
-    source_ids = vocabulary.encode(source) + [EOS_ID]
-    target_ids = vocabulary.encode(target) + [EOS_ID]
+    source_ids = vocabulary.encode(source, add_eos=True)
+    target_ids = vocabulary.encode(target, add_eos=True)
     weights = model.attention_weights(tf.constant([source_ids], tf.int32), tf.constant([target_ids], tf.int32))
     weights = {kind: [np.asarray(layer)[0] for layer in layers] for kind, layers in weights.items()}
     return weights, _labels(vocabulary, source_ids), _labels(vocabulary, target_ids)
@@ -74,7 +75,7 @@ def write_attention_pngs(weights: dict, source_tokens: list[str], target_tokens:
         for layer, layer_weights in enumerate(weights[kind], start=1):
             figure = attention_figure(layer_weights, rows, columns, f"{kind.replace('_', '-')} attention, layer {layer}")
             path = os.path.join(plot_dir, f"{kind}_layer{layer}.png")
-            figure.savefig(path + ".incomplete.png", dpi=100)
-            os.replace(path + ".incomplete.png", path)
+            with files.atomic_path(path, suffix=".png") as temporary:
+                figure.savefig(temporary, dpi=100)
             paths.append(path)
     return paths

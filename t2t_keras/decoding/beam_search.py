@@ -21,6 +21,8 @@ from typing import Callable, NamedTuple
 
 import tensorflow as tf
 
+from t2t_keras.token_ids import PAD_ID, START_ID
+
 NEG_INF = -1.0e9  # finite, so that sums and differences of masked scores never give NaN
 
 
@@ -43,7 +45,7 @@ def beam_search(
     alpha: float,
     max_lengths,
     eos_id: int,
-    start_id: int = 0,
+    start_id: int = START_ID,
     reorder_state: Callable | None = None,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
@@ -68,7 +70,7 @@ def beam_search(
     alive_seqs = tf.fill([batch_size, K, max_length + 1], start_id)
     # Only the first beam is live at the start, so the K beams do not all pick the same token.
     alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (K - 1)]), [batch_size, 1])
-    finished_seqs = tf.zeros([batch_size, K, max_length + 1], tf.int32)
+    finished_seqs = tf.fill([batch_size, K, max_length + 1], PAD_ID)
     finished_scores = tf.fill([batch_size, K], NEG_INF)
     finished_flags = tf.zeros([batch_size, K], tf.bool)
 
@@ -138,7 +140,7 @@ def beam_search(
     first_eos = tf.argmax(tf.cast(is_eos, tf.int32), axis=-1, output_type=tf.int32)
     lengths = tf.where(tf.reduce_any(is_eos, axis=-1), first_eos + 1, tf.shape(seqs)[-1])
     keep = tf.sequence_mask(lengths, tf.shape(seqs)[-1])
-    return BeamSearchResult(tf.where(keep, seqs, 0), scores, lengths)
+    return BeamSearchResult(tf.where(keep, seqs, PAD_ID), scores, lengths)
 
 
 def _reorder(tensor, parent_beams, batch_size, beam_size):

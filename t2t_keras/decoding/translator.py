@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_keras.data.tokenizers import EOS_ID
 from t2t_keras.decoding.beam_search import beam_search, tile_for_beams
-from t2t_keras.problem import DecodeHParams
+from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
+from t2t_keras.token_ids import EOS_ID, PAD_ID
 
 
 class Translator(tf.Module):
@@ -36,12 +36,32 @@ class Translator(tf.Module):
         self.tokenizer = vocabulary.tf_tokenizer(add_eos=True)
         self.max_position = model.hparams.max_position if model.hparams.positional_encoding == "learned" else None
 
+    @classmethod
+    def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
+                     checkpoint_path: str | None = None) -> "Translator":
+        """The Translator of a trained run: a trainer's output_dir, or an averaged or best one.
+
+        Restores the latest checkpoint (or `checkpoint_path`) and searches with the problem's
+        decode defaults, overridden by `decode_hparams` (a DecodeHParams, or "beam_size=5,alpha=1.0").
+        The restored checkpoint's path is `checkpoint_path` and the run's problem `problem`.
+        """
+        from t2t_keras.checkpoints import RunDir, restore_model
+
+        run_dir = RunDir(output_dir)
+        problem = run_dir.problem()
+        if not isinstance(decode_hparams, DecodeHParams):
+            decode_hparams = apply_overrides(problem.decode_defaults, decode_hparams or "", "decode_hparams")
+        model, path = restore_model(run_dir, checkpoint_path)
+        translator = cls(model, run_dir.vocabulary(), decode_hparams)
+        translator.checkpoint_path, translator.problem = path, problem
+        return translator
+
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
     def translate_ids(self, input_ids):
         """Source ids [B, S] (EOS-terminated, 0-padded) -> {ids [B, K, L], scores [B, K], lengths [B, K]}."""
         hp = self.decode_hparams
         batch_size = tf.shape(input_ids)[0]
-        input_lengths = tf.reduce_sum(tf.cast(input_ids != 0, tf.int32), axis=1)
+        input_lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
         max_lengths = input_lengths + hp.extra_length
         if self.max_position is not None:  # a learned position table ends somewhere
             max_lengths = tf.minimum(max_lengths, self.max_position)
@@ -82,10 +102,10 @@ class Translator(tf.Module):
         """log P(target | source) of EOS-terminated, 0-padded id pairs -> {scores [B], lengths [B]}."""
         logits = self.model({"inputs": input_ids, "targets": target_ids}, training=False)
         token_log_probs = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target_ids, logits=logits)
-        weights = tf.cast(target_ids != 0, tf.float32)
+        real = target_ids != PAD_ID
         return {
-            "scores": tf.reduce_sum(token_log_probs * weights, axis=1),
-            "lengths": tf.reduce_sum(tf.cast(target_ids != 0, tf.int32), axis=1),
+            "scores": tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=1),
+            "lengths": tf.reduce_sum(tf.cast(real, tf.int32), axis=1),
         }
 
     @tf.function(
@@ -103,4 +123,4 @@ class Translator(tf.Module):
         # The SentencePiece resource lives on one host device; with several logical CPUs the
         # placer could otherwise run the tokenizer where it does not exist.
         with tf.device("/device:CPU:0"):
-            return self.tokenizer.tokenize(sentences).to_tensor(default_value=0)
+            return self.tokenizer.tokenize(sentences).to_tensor(default_value=PAD_ID)

@@ -1,6 +1,7 @@
 """Keras 3 layers of the Transformer, one concept per module."""
 
 from t2t_keras.layers.attention import MultiHeadAttention
+from t2t_keras.layers.block_config import BlockConfig
 from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.embedding import SharedEmbedding
 from t2t_keras.layers.encoder_block import EncoderBlock
@@ -9,6 +10,7 @@ from t2t_keras.layers.position import LearnedPositionEmbedding, SinusoidalPositi
 from t2t_keras.layers.residual import ResidualNorm
 
 __all__ = [
+    "BlockConfig",
     "DecoderBlock",
     "EncoderBlock",
     "FeedForward",

@@ -2,16 +2,14 @@
 
 import keras
 
-from t2t_keras.layers.attention import MultiHeadAttention
 from t2t_keras.layers.encoder_block import EncoderBlock
-from t2t_keras.layers.residual import ResidualNorm
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class DecoderBlock(EncoderBlock):
     """An encoder block with encoder-decoder attention between self-attention and FFN.
 
-    Takes the same arguments as `EncoderBlock`. Two ways to run it:
+    Takes the same `BlockConfig` as `EncoderBlock`. Two ways to run it:
       * `call`: all target positions at once (teacher forcing), with a causal
         `self_attention_mask` [1, T, T] (`masks.causal_mask`).
       * `call_with_cache`: one position at a time, reusing the keys and values of earlier
@@ -23,16 +21,9 @@ class DecoderBlock(EncoderBlock):
 
     def build(self, input_shape):
         super().build(input_shape)
-        self.cross_attention = MultiHeadAttention(
-            self.num_heads, self.key_depth, self.value_depth, dropout=self.attention_dropout,
-            dtype=self.dtype_policy, name="cross_attention",
-        )
+        self.cross_attention = self._attention("cross_attention")
         self.cross_attention.build(input_shape, input_shape)
-        self.cross_attention_residual = ResidualNorm(
-            norm_type=self.norm_type, dropout=self.dropout, epsilon=self.layer_norm_epsilon,
-            dtype=self.dtype_policy, name="cross_attention_residual",
-        )
-        self.cross_attention_residual.build(input_shape)
+        self.cross_attention_residual = self._residual("cross_attention_residual", input_shape)
 
     def call(self, inputs, memory, self_attention_mask=None, memory_mask=None, training=None, return_attention_scores=False):
         """Outputs [B, T, d]; with `return_attention_scores`, (outputs, {"self": [B, h, T, T],

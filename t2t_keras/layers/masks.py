@@ -2,7 +2,7 @@
 
 from keras import ops
 
-PAD_ID = 0
+from t2t_keras.token_ids import PAD_ID
 
 
 def padding_mask(ids, pad_id: int = PAD_ID):

@@ -2,7 +2,7 @@
 
 import keras
 
-NORM_TYPES = ("post", "pre")
+from t2t_keras.layers.block_config import NORM_TYPES
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")

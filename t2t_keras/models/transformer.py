@@ -7,11 +7,13 @@ from keras import ops
 
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.layers import masks
+from t2t_keras.layers.block_config import BlockConfig
 from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.embedding import SharedEmbedding
 from t2t_keras.layers.encoder_block import EncoderBlock
 from t2t_keras.layers.position import LearnedPositionEmbedding, SinusoidalPositionEncoding
 from t2t_keras.registry import register_model
+from t2t_keras.token_ids import START_ID
 
 
 class Encoded(NamedTuple):
@@ -44,8 +46,8 @@ class DecoderCache(NamedTuple):
 
 
 def shift_right(targets):
-    """Decoder inputs for teacher forcing: 0 (the start symbol, also PAD) then targets[:-1]."""
-    return ops.pad(targets, [[0, 0], [1, 0]])[:, :-1]
+    """Decoder inputs for teacher forcing: the start symbol, then targets[:-1]."""
+    return ops.pad(targets, [[0, 0], [1, 0]], constant_values=START_ID)[:, :-1]
 
 
 @register_model("transformer")
@@ -93,7 +95,7 @@ class Transformer(keras.Model):
             self.target_position = LearnedPositionEmbedding(hp.max_position, dtype=dtype, name="target_position")
         else:
             self.source_position = self.target_position = SinusoidalPositionEncoding(dtype=dtype, name="position")
-        block = dict(
+        block = BlockConfig(
             num_heads=hp.num_heads,
             key_depth=hp.key_depth,
             value_depth=hp.value_depth,
@@ -103,13 +105,12 @@ class Transformer(keras.Model):
             relu_dropout=hp.relu_dropout,
             norm_type=hp.norm_type,
             layer_norm_epsilon=hp.layer_norm_epsilon,
-            dtype=dtype,
         )
         # One attribute per block: tf.train.Checkpoint and SavedModel follow attributes, but not
         # the TrackedList Keras makes of a list attribute (its blocks would be left out).
         for i in range(hp.num_hidden_layers):
-            setattr(self, f"encoder_{i}", EncoderBlock(**block, name=f"encoder_{i}"))
-            setattr(self, f"decoder_{i}", DecoderBlock(**block, name=f"decoder_{i}"))
+            setattr(self, f"encoder_{i}", EncoderBlock(block, dtype=dtype, name=f"encoder_{i}"))
+            setattr(self, f"decoder_{i}", DecoderBlock(block, dtype=dtype, name=f"decoder_{i}"))
         self.embedding_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout, dtype=dtype)
         if hp.norm_type == "pre":  # pre-norm stacks end unnormalised: one final LayerNorm each
             self.encoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="encoder_norm")

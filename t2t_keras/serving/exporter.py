@@ -14,7 +14,7 @@ them; no Python in the graph):
   score            inputs [B], targets [B] string -> scores [B] (log P(target | input)),
                    lengths [B] (target tokens with EOS)
 
-A version is written under a hidden temporary name and renamed when complete, so a server
+A version is written under a temporary name and renamed when complete, so a server
 watching export_dir never sees half an export, and an existing version is never replaced.
 """
 
@@ -25,8 +25,9 @@ import shutil
 
 import tensorflow as tf
 
+from t2t_keras import files
+from t2t_keras.checkpoints import RunDir, checkpoint_step
 from t2t_keras.errors import UsageError
-from t2t_keras.run_dir import RunDir, checkpoint_step
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 VOCAB_ASSET = "vocab.spm.model"
@@ -46,9 +47,8 @@ def export_saved_model(translator, vocab_path: str, export_dir: str, version: in
 
     final_path = new_version_path(export_dir, version)
     os.makedirs(export_dir, exist_ok=True)
-    temporary = os.path.join(export_dir, f".incomplete-{version}-{os.getpid()}")
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
+    # Written as <version>.incomplete: TF Serving ignores a directory whose name is not a number.
+    with files.atomic_path(final_path) as temporary:
         archive = keras.export.ExportArchive()
         archive.track(translator.model)
         archive.track(translator)  # the SentencePiece resource
@@ -62,10 +62,6 @@ def export_saved_model(translator, vocab_path: str, export_dir: str, version: in
         os.makedirs(os.path.join(temporary, "assets"), exist_ok=True)
         shutil.copyfile(vocab_path, os.path.join(temporary, "assets", VOCAB_ASSET))
         write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
-        os.replace(temporary, final_path)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
     return final_path
 
 
@@ -95,27 +91,14 @@ def write_warmup_requests(path: str) -> None:
             writer.write(log.SerializeToString())
 
 
-def read_warmup_requests(path: str) -> list:
-    """The PredictRequests of a warmup file (for tests and for checking an export)."""
-    from tensorflow_serving.apis import prediction_log_pb2
-
-    requests = []
-    for record in tf.data.TFRecordDataset(path):
-        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
-        requests.append(log.predict_log.request)
-    return requests
-
-
 def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path: str | None = None, version: int | None = None) -> str:
     """Exports a checkpoint of a trainer's output_dir (default: the latest); returns the version's path."""
     from t2t_keras.decoding.translator import Translator
-    from t2t_keras.training.checkpoints import restore_model
 
     run_dir = RunDir(output_dir)
     checkpoint = run_dir.require_checkpoint(checkpoint_path)
     if version is None:
         version = checkpoint_step(checkpoint)
     new_version_path(export_dir, version)  # fail before the slow part
-    model, _ = restore_model(run_dir, checkpoint)
-    translator = Translator(model, run_dir.vocabulary(), decode_hparams)
+    translator = Translator.from_run_dir(output_dir, decode_hparams, checkpoint)
     return export_saved_model(translator, run_dir.vocab_path, export_dir, version)

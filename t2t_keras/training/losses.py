@@ -3,7 +3,7 @@
 import tensorflow as tf
 from keras import ops
 
-from t2t_keras.layers.masks import PAD_ID
+from t2t_keras.token_ids import PAD_ID
 
 
 def smoothed_cross_entropy(targets, logits, label_smoothing: float):

@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.hparams_lib import HParams
+from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training.losses import loss_sum_and_weight
 from t2t_keras.training.schedules import RsqrtWarmupSchedule
 
@@ -20,10 +21,12 @@ SUM = tf.distribute.ReduceOp.SUM
 
 
 def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
-    """Adam with the paper's betas, epsilon and learning-rate schedule (loss scaling for float16)."""
+    """Adam with the paper's betas, epsilon and learning-rate schedule (loss scaling for float16);
+    with `weight_decay`, decoupled weight decay (AdamW) at the same learning rate."""
     schedule = RsqrtWarmupSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate)
     optimizer = keras.optimizers.Adam(
-        learning_rate=schedule, beta_1=hparams.adam_beta1, beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon
+        learning_rate=schedule, beta_1=hparams.adam_beta1, beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon,
+        weight_decay=hparams.weight_decay or None,
     )
     if hparams.mixed_precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -31,7 +34,7 @@ def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
 
 
 def target_tokens(features):
-    return tf.reduce_sum(tf.cast(features["targets"] != 0, tf.float32))
+    return tf.reduce_sum(tf.cast(features["targets"] != PAD_ID, tf.float32))
 
 
 class TrainStep:
@@ -75,23 +78,12 @@ class TrainStep:
             self._accumulate(iterator)
         return self._apply_accumulated()
 
-    def gradients(self, per_replica_features):
-        """The update's gradients (all-reduced, normalised) for distributed features; no update.
-
-        For tests: what `update` would apply, from the same replica code.
-        """
-
-        def replica_fn(features):
-            global_tokens = tf.distribute.get_replica_context().all_reduce(SUM, target_tokens(features))
-            gradients, loss_sum = self._loss_sum_gradients(features, global_tokens)
-            context = tf.distribute.get_replica_context()
-            return context.all_reduce(SUM, gradients), context.all_reduce(SUM, loss_sum) / global_tokens
-
-        return self.strategy.run(tf.function(replica_fn), args=(per_replica_features,))
-
     # --- replica functions ---
-    def _loss_sum_gradients(self, features, divisor):
-        """Gradients of (loss summed over this replica's real tokens) / divisor."""
+    def loss_sum_gradients(self, features, divisor):
+        """(Gradients of (loss summed over this replica's real tokens) / divisor, that loss sum).
+
+        What every update is made of, in replica context; `update` all-reduces it.
+        """
         with tf.GradientTape() as tape:
             logits = self.model(features, training=True)
             loss_sum, _ = loss_sum_and_weight(features["targets"], logits, self.hparams.label_smoothing)
@@ -103,12 +95,12 @@ class TrainStep:
     def _replica_update_fn(self, features):
         context = tf.distribute.get_replica_context()
         global_tokens = context.all_reduce(SUM, target_tokens(features))
-        gradients, loss_sum = self._loss_sum_gradients(features, global_tokens)
+        gradients, loss_sum = self.loss_sum_gradients(features, global_tokens)
         self.optimizer.apply_gradients(zip(gradients, self.variables))
         return context.all_reduce(SUM, loss_sum) / tf.maximum(global_tokens, 1.0), global_tokens
 
     def _replica_accumulate_fn(self, features):
-        gradients, loss_sum = self._loss_sum_gradients(features, tf.constant(1.0))
+        gradients, loss_sum = self.loss_sum_gradients(features, tf.constant(1.0))
         for total, gradient in zip(self.gradient_sums, gradients):
             total.assign_add(tf.convert_to_tensor(gradient))
         self.loss_sum.assign_add(loss_sum)

@@ -1,12 +1,17 @@
 """The training loop: the paper's recipe under a tf.distribute strategy, with checkpoints
-that survive a kill, periodic evaluation with real BLEU, progress logs and TensorBoard.
+that survive a kill, periodic evaluation with real BLEU, the best checkpoint kept, progress
+logs and TensorBoard.
 
     train(problem, hparams, RunSettings(output_dir=..., data_dir=..., train_steps=...), strategy)
 
 Everything that can be checked before training is checked first (writable output_dir, data
 present, same architecture and vocabulary as the checkpoints already there, steps left to
 do). A rerun resumes from the latest checkpoint: weights, optimizer slots and the global
-step, from which the learning-rate schedule continues.
+step, from which the learning-rate schedule continues; the restored checkpoint is evaluated
+again, so an evaluation a kill interrupted is never missing from the record.
+
+Each evaluation is appended to run.json ("evaluations"); with `keep_best`, the checkpoint
+with the best dev metric so far is kept as output_dir/best (see `checkpoints.BestCheckpoint`).
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ import tensorflow as tf
 from absl import logging
 
 from t2t_keras import registry
+from t2t_keras.checkpoints import BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import MODEL, HParams
-from t2t_keras.run_dir import CHECKPOINT_PREFIX, RunDir, checkpoint_step
 from t2t_keras.training.distribution import is_chief
-from t2t_keras.training.evaluation import Evaluator
+from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep, make_optimizer
+
+KEEP_BEST_CHOICES = ("auto", "none", "loss", "bleu")
 
 
 class TrainingStopped(RuntimeError):
@@ -47,6 +54,9 @@ class RunSettings:
     log_steps: int = 100
     eval_bleu_sentences: int = 100  # 0 = no BLEU during training
     evaluate: bool = True
+    # The dev metric that picks output_dir/best: "loss" (lowest), "bleu" (highest, on
+    # eval_bleu_sentences), "none", or "auto" = bleu when it is computed, else loss.
+    keep_best: str = "auto"
     seed: int | None = None
     start_over: bool = False
 
@@ -58,14 +68,19 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     if chief:
         run_dir.ensure_writable()
     vocabulary = problem.load_vocabulary(settings.data_dir)  # a UsageError if datagen did not run
+    best_metric = _best_metric(settings)
     _check_restart(run_dir, hparams, problem, vocabulary, settings, chief)
     latest = run_dir.latest_checkpoint()
     start_step = checkpoint_step(latest) if latest else 0
     if start_step >= settings.train_steps:
         logging.info("%s is at step %d >= --train_steps=%d: nothing to do.", run_dir.path, start_step, settings.train_steps)
         return {"step": start_step, "already_done": True}
+    best = None
     if chief:
         run_dir.write(hparams, problem.name, vocabulary)
+        if best_metric:
+            best = BestCheckpoint(run_dir, best_metric, higher_is_better=best_metric != "loss")
+            best.recover()
 
     with strategy.scope():
         model = registry.model(hparams.model).from_hparams(hparams, vocabulary.size, dtype=hparams.mixed_precision)
@@ -73,16 +88,14 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     checkpoint_dir = run_dir.path if chief else tempfile.mkdtemp(prefix="t2t_keras_worker_ckpt_")
-    manager = tf.train.CheckpointManager(
-        checkpoint, checkpoint_dir, max_to_keep=settings.keep_checkpoint_max, checkpoint_name=CHECKPOINT_PREFIX
-    )
+    manager = checkpoint_manager(checkpoint, checkpoint_dir, settings.keep_checkpoint_max)
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("Resuming from %s (step %d).", latest, start_step)
 
     dataset = strategy.distribute_datasets_from_function(
         lambda context: problem.dataset(
-            "train", settings.data_dir, hparams.batch_size, training=True, max_length=hparams.max_length,
+            "train", settings.data_dir, hparams.tokens_per_batch, training=True, max_length=hparams.max_length,
             input_context=context, seed=settings.seed,
         )
     )
@@ -92,11 +105,28 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         if settings.evaluate else None
     )
     writers = _summary_writers(run_dir.path, chief)
+    recorder = _EvaluationRecorder(evaluator, writers["eval"], run_dir if chief else None, best, model)
     try:
-        return _loop(train_step, iter(dataset), manager, evaluator, writers, settings, start_step, run_dir)
+        if latest and evaluator is not None:
+            recorder.evaluate(start_step)  # it may have been saved but not evaluated before a kill
+        return _loop(train_step, iter(dataset), manager, recorder, writers, settings, start_step, run_dir)
     finally:
         if not chief:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def _best_metric(settings: RunSettings) -> str | None:
+    """The metric that picks the best checkpoint, or None; a UsageError for an impossible choice."""
+    choice = settings.keep_best
+    if choice not in KEEP_BEST_CHOICES:
+        raise UsageError(f"--keep_best={choice}: use one of {', '.join(KEEP_BEST_CHOICES)}.")
+    if choice == "none" or not settings.evaluate:
+        return None
+    if choice == "auto":
+        return "bleu" if settings.eval_bleu_sentences else "loss"
+    if choice == "bleu" and not settings.eval_bleu_sentences:
+        raise UsageError("--keep_best=bleu needs dev BLEU: set --eval_bleu_sentences to a positive number.")
+    return choice
 
 
 def _check_restart(run_dir, hparams, problem, vocabulary, settings, chief) -> None:
@@ -136,7 +166,31 @@ def _summary_writers(output_dir, chief):
     return {name: tf.summary.create_file_writer(os.path.join(output_dir, name)) for name in ("train", "eval")}
 
 
-def _loop(train_step, iterator, manager, evaluator, writers, settings, start_step, run_dir) -> dict:
+class _EvaluationRecorder:
+    """Evaluates a saved step, logs it, offers it as the best checkpoint and records it in run.json."""
+
+    def __init__(self, evaluator, writer, run_dir, best, model):
+        self.evaluator, self.writer, self.run_dir, self.best, self.model = evaluator, writer, run_dir, best, model
+
+    def evaluate(self, step: int) -> dict:
+        metrics = self.evaluator.evaluate()
+        logging.info("eval at step %d: %s", step, "  ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+        with self.writer.as_default(step=step):
+            for name, value in metrics.items():
+                tf.summary.scalar(name, value)
+        if self.best is not None and self.best.offer(self.model, step, metrics[self.best.metric]):
+            logging.info("New best checkpoint by dev %s: step %d (%.4g).", self.best.metric, step, metrics[self.best.metric])
+        if self.run_dir is not None:
+            info = self.run_dir.run_info()
+            evaluations = [e for e in info.get("evaluations", []) if e["step"] != step]
+            info["evaluations"] = sorted(evaluations + [{"step": step, **metrics}], key=lambda e: e["step"])
+            if self.best is not None:
+                info["best"] = self.best.record()
+            self.run_dir.write_run_info(info)
+        return metrics
+
+
+def _loop(train_step, iterator, manager, recorder, writers, settings, start_step, run_dir) -> dict:
     optimizer = train_step.optimizer
     step, last_saved, loss = start_step, manager.latest_checkpoint, float("nan")
     window = _Window(start_step)
@@ -172,12 +226,8 @@ def _loop(train_step, iterator, manager, evaluator, writers, settings, start_ste
         if step % settings.save_checkpoints_steps == 0 or step == settings.train_steps:
             last_saved = manager.save(checkpoint_number=step)
             logging.info("Saved %s.", last_saved)
-            if evaluator is not None:
-                eval_metrics = evaluator.evaluate()
-                logging.info("eval at step %d: %s", step, "  ".join(f"{k} {v:.4g}" for k, v in eval_metrics.items()))
-                with writers["eval"].as_default(step=step):
-                    for name, value in eval_metrics.items():
-                        tf.summary.scalar(name, value)
+            if recorder.evaluator is not None:
+                eval_metrics = recorder.evaluate(step)
     for writer in writers.values():
         writer.flush()
     return {"step": step, "loss": loss, "eval": eval_metrics, "checkpoint": last_saved, "output_dir": run_dir.path}

@@ -1,7 +1,6 @@
 """Datagen end to end: determinism, atomicity, reuse, and bad input."""
 
 import filecmp
-import gzip
 import json
 import os
 import signal
@@ -17,8 +16,7 @@ from t2t_keras.data.tfrecords import count_and_check
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import VocabSpec
 from t2t_keras.problems.translate import ParallelTextProblem
-from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
-from tests.testing import assert_one_line_error
+from tests.testing import assert_one_line_error, write_corpus_slice
 
 
 class SliceProblem(ParallelTextProblem):
@@ -31,21 +29,9 @@ class SliceProblem(ParallelTextProblem):
     files = {"train": ("train.en", "train.de"), "dev": ("dev.en", "dev.de")}
 
 
-def _write_slice(tmp_dir, train_lines=2000, dev_lines=100):
-    os.makedirs(tmp_dir, exist_ok=True)
-    for language in ("en", "de"):
-        with gzip.open(os.path.join(MULTI30K_DIR, f"train.{language}.gz"), "rb") as handle:
-            lines = handle.readlines()
-        with open(os.path.join(tmp_dir, f"train.{language}"), "wb") as out:
-            out.writelines(lines[:train_lines])
-        with open(os.path.join(tmp_dir, f"dev.{language}"), "wb") as out:
-            out.writelines(lines[train_lines : train_lines + dev_lines])
-    return str(tmp_dir)
-
-
 @pytest.fixture
 def slice_tmp_dir(tmp_path):
-    return _write_slice(tmp_path / "raw")
+    return write_corpus_slice(tmp_path / "raw")
 
 
 def _files(directory):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.data import pipeline
-from t2t_keras.data.tokenizers import EOS_ID
+from t2t_keras.token_ids import EOS_ID
 
 BUDGET = 2048
 
@@ -81,7 +81,7 @@ def test_over_budget_pairs_come_alone_in_evaluation(problem, multi30k_data_dir):
 
 
 def test_max_length_above_budget_is_rejected(problem, multi30k_data_dir):
-    with pytest.raises(ValueError, match="max_length=300 exceeds the token budget batch_size=256"):
+    with pytest.raises(ValueError, match="max_length=300 exceeds the token budget tokens_per_batch=256"):
         problem.dataset("train", multi30k_data_dir, 256, training=True, max_length=300)
 
 

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.data.tokenizers import EOS_ID, PAD_ID, UNK_ID, Vocabulary, train_sentencepiece
+from t2t_keras.data.tokenizers import Vocabulary, train_sentencepiece
+from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 
 

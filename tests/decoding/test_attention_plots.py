@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from t2t_keras.decoding import attention_plots
-from t2t_keras.run_dir import RunDir
-from t2t_keras.training.checkpoints import restore_model
+from t2t_keras.checkpoints import RunDir, restore_model
 
 SOURCE, TARGET = "Two dogs play in the snow.", "Zwei Hunde spielen im Schnee."
 

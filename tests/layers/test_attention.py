@@ -79,3 +79,22 @@ def test_cached_steps_equal_causal_full_pass(cache_length):
 def test_rejects_bad_dimensions():
     with pytest.raises(ValueError, match="num_heads"):
         MultiHeadAttention(num_heads=0, key_depth=4, value_depth=4)
+
+
+def test_attention_dropout_zeroes_weights_in_training_only():
+    """With identity projections and one-hot memory rows, the output row is the (dropped-out)
+    attention weight row itself: some weights are zeroed and the rest scaled by 1 / (1 - rate)
+    in training, and none are touched in inference."""
+    rate, length = 0.5, D
+    layer = MultiHeadAttention(num_heads=1, key_depth=D, value_depth=D, dropout=rate)
+    query, memory = _inputs(0), tf.eye(length, batch_shape=[B])
+    layer(query, memory=memory)
+    layer.value_dense.kernel.assign(tf.eye(D))
+    layer.output_dense.kernel.assign(tf.eye(D))
+    _, weights = layer(query, memory=memory, return_attention_scores=True)
+    weights = weights.numpy()[:, 0]  # [B, L, keys], all > 0
+    np.testing.assert_allclose(layer(query, memory=memory, training=False), weights, rtol=1e-5, atol=1e-7)
+    dropped = layer(query, memory=memory, training=True).numpy()
+    zeroed = dropped == 0.0
+    assert 0.3 < zeroed.mean() < 0.7
+    np.testing.assert_allclose(dropped[~zeroed], weights[~zeroed] / (1 - rate), rtol=1e-5)

@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras.layers import masks
+from t2t_keras.layers.block_config import BlockConfig
 from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.encoder_block import EncoderBlock
 from t2t_keras.layers.residual import ResidualNorm
@@ -20,7 +21,7 @@ def _x(seed, length):
 def test_encoder_block_contract(norm_type):
     run_layer_test(
         EncoderBlock,
-        dict(BLOCK, norm_type=norm_type),
+        dict(config=BlockConfig(**BLOCK, norm_type=norm_type)),
         dict(inputs=_x(0, S), attention_mask=tf.ones((B, 1, S), bool)),
         expected_output_shape=(B, S, D),
         expected_num_trainable_weights=4 + 4 + 2 * 2,
@@ -31,7 +32,7 @@ def test_encoder_block_contract(norm_type):
 def test_decoder_block_contract(norm_type):
     run_layer_test(
         DecoderBlock,
-        dict(BLOCK, norm_type=norm_type),
+        dict(config=BlockConfig(**BLOCK, norm_type=norm_type)),
         dict(inputs=_x(0, T), memory=_x(1, S), self_attention_mask=masks.causal_mask(T), memory_mask=tf.ones((B, 1, S), bool)),
         expected_output_shape=(B, T, D),
         expected_num_trainable_weights=2 * 4 + 4 + 3 * 2,
@@ -57,7 +58,7 @@ def test_residual_norm_placement():
 
 @pytest.mark.parametrize("norm_type", ["post", "pre"])
 def test_decoder_cached_steps_equal_full_pass(norm_type):
-    block = DecoderBlock(**dict(BLOCK, norm_type=norm_type))
+    block = DecoderBlock(BlockConfig(**BLOCK, norm_type=norm_type))
     x, memory = _x(0, T), _x(1, S)
     memory_mask = tf.constant([[[True] * S]] + [[[True] * 4 + [False] * 2]])
     full = block(x, memory, self_attention_mask=masks.causal_mask(T), memory_mask=memory_mask).numpy()

@@ -21,3 +21,21 @@ def test_equals_relu_formula():
     outputs = layer(x).numpy()
     w1, b1, w2, b2 = (w.numpy() for w in layer.trainable_weights)
     np.testing.assert_allclose(outputs, np.maximum(0, x.numpy() @ w1 + b1) @ w2 + b2, atol=1e-5)
+
+
+def test_relu_dropout_zeroes_inner_activations_in_training_only():
+    """With W2 = I and b2 = 0 the output is the ReLU layer itself: in training some positive
+    activations are zeroed and the rest scaled by 1 / (1 - rate); in inference none are."""
+    rate = 0.5
+    layer = FeedForward(filter_size=8, dropout=rate)
+    x = tf.random.stateless_normal((4, 16, 8), seed=(1, 2))
+    layer(x)
+    layer.output_dense.kernel.assign(tf.eye(8))
+    activations = np.maximum(0, x.numpy() @ layer.inner_dense.kernel.numpy() + layer.inner_dense.bias.numpy())
+    np.testing.assert_allclose(layer(x, training=False), activations, atol=1e-6)
+    dropped = layer(x, training=True).numpy()
+    positive = activations > 0
+    zeroed = positive & (dropped == 0.0)
+    assert 0.3 < zeroed.sum() / positive.sum() < 0.7
+    kept = positive & ~zeroed
+    np.testing.assert_allclose(dropped[kept], activations[kept] / (1 - rate), rtol=1e-5)

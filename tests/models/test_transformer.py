@@ -87,6 +87,16 @@ def test_dropout_only_in_training():
     assert np.abs(model(features, training=True) - model(features, training=False)).max() > 1e-3
 
 
+def test_dropout_hparams_reach_every_block():
+    model = Transformer.from_hparams(_tiny(layer_prepostprocess_dropout=0.3, attention_dropout=0.2, relu_dropout=0.1), VOCAB)
+    for block in (*model.encoder_blocks, *model.decoder_blocks):
+        attentions = [block.self_attention] + ([block.cross_attention] if hasattr(block, "cross_attention") else [])
+        assert [a.dropout for a in attentions] == [0.2] * len(attentions)
+        assert block.feed_forward.dropout == 0.1
+        assert block.self_attention_residual.dropout == block.feed_forward_residual.dropout == 0.3
+    assert model.embedding_dropout.rate == 0.3
+
+
 def test_shared_weights_are_one_matrix():
     shared = Transformer.from_hparams(_tiny(), VOCAB)
     unshared = Transformer.from_hparams(_tiny(shared_embedding_and_softmax_weights=False), VOCAB)

@@ -86,7 +86,7 @@ def test_train_decode_and_score_end_to_end(tmp_path):
     data_dir, output_dir = tmp_path / "data", tmp_path / "train"
     datagen.generate(problem, str(data_dir), None, progress=False)
     hparams = registry.hparams(
-        "transformer_parsing_tiny", "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=2,batch_size=2048,learning_rate_warmup_steps=20"
+        "transformer_parsing_tiny", "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=2,tokens_per_batch=2048,learning_rate_warmup_steps=20"
     )
     settings = trainer.RunSettings(output_dir=str(output_dir), data_dir=str(data_dir), train_steps=20,
                                    save_checkpoints_steps=20, log_steps=20, evaluate=False)

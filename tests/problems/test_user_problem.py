@@ -3,8 +3,7 @@
 import subprocess
 import sys
 
-from tests.conftest import REPO_ROOT
-from tests.data.test_datagen import _write_slice
+from tests.testing import REPO_ROOT, write_corpus_slice
 
 USR_DIR = REPO_ROOT / "examples" / "usr_dir"
 
@@ -14,7 +13,7 @@ def _datagen(*args):
 
 
 def test_user_problem_via_t2t_usr_dir(tmp_path):
-    raw = _write_slice(tmp_path / "raw")
+    raw = write_corpus_slice(tmp_path / "raw")
     result = _datagen(f"--t2t_usr_dir={USR_DIR}", "--problem=translate_ende_my_corpus", f"--tmp_dir={raw}", f"--data_dir={tmp_path / 'data'}")
     assert result.returncode == 0, result.stderr
     assert "translate_ende_my_corpus: wrote vocabulary translate_ende_my_corpus.spm.model (1000 pieces)" in result.stdout

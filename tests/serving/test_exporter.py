@@ -14,7 +14,7 @@ import pytest
 
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.serving import exporter
-from tests.testing import assert_one_line_error
+from tests.testing import assert_one_line_error, read_warmup_requests
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +102,7 @@ def test_fresh_process_serves_what_the_decoder_returns(served, tmp_path):
         shuffled.append(" ".join(words))
     warmup_inputs = [
         [s.decode("utf-8") for s in request.inputs["inputs"].string_val]
-        for request in exporter.read_warmup_requests(os.path.join(path, exporter.WARMUP_FILE))
+        for request in read_warmup_requests(os.path.join(path, exporter.WARMUP_FILE))
     ]
     assert len(warmup_inputs) == 3 and all(warmup_inputs)
     request = {

@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tests.training.test_train_step import VOCAB, _global_batch, _halves, _hparams  # noqa: E402
+from tests.testing import VOCAB, global_batch, halves, update_hparams  # noqa: E402
 
 
 def main():
@@ -28,15 +28,15 @@ def main():
     from t2t_keras.training.train_step import TrainStep, make_optimizer
 
     strategy = make_strategy("multi_worker_mirrored")
-    hparams = _hparams()
+    hparams = update_hparams()
     initial = np.load(args.initial)
     with strategy.scope():
         model = Transformer.from_hparams(hparams, VOCAB)
         model.set_weights([initial[f"w{i}"] for i in range(len(initial.files))])
         step = TrainStep(model, make_optimizer(hparams), hparams, strategy)
-    halves = _halves(_global_batch())
+    per_worker = halves(global_batch())
     dataset = strategy.distribute_datasets_from_function(
-        lambda context: tf.data.Dataset.from_tensors(halves[context.input_pipeline_id]).repeat()
+        lambda context: tf.data.Dataset.from_tensors(per_worker[context.input_pipeline_id]).repeat()
     )
     iterator = iter(dataset)
     losses = [float(step.update(iterator)[0]) for _ in range(args.updates)]

@@ -14,13 +14,13 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.errors import UsageError
-from t2t_keras.run_dir import RunDir
+from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
 from t2t_keras.training import trainer
-from t2t_keras.training.checkpoints import average_checkpoints, build_model, restore_model
+from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
 from tests.testing import assert_one_line_error
 
-SMALL = "hidden_size=32,filter_size=64,num_heads=2,batch_size=512,max_length=64,learning_rate_warmup_steps=20"
+SMALL = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=512,max_length=64,learning_rate_warmup_steps=20"
 
 
 def _hparams(overrides=""):
@@ -114,6 +114,30 @@ def test_averaging_two_checkpoints_is_their_elementwise_mean(multi30k_data_dir, 
     assert average_checkpoints("run", 2, "avg_relative").endswith("ckpt-4")
 
 
+def test_best_checkpoint_is_kept_by_dev_bleu_and_recorded(multi30k_data_dir, tmp_path, monkeypatch):
+    scripted = iter([5.0, 9.0, 7.0, 8.5])
+    monkeypatch.setattr(Evaluator, "evaluate", lambda self: {"loss": 1.0, "bleu": next(scripted)})
+    _train(tmp_path / "run", multi30k_data_dir, 8, evaluate=True, eval_bleu_sentences=4, keep_best="bleu")
+    record = {"step": 4, "metric": "bleu", "value": 9.0}
+    info = RunDir(tmp_path / "run").run_info()
+    assert info["best"] == record
+    assert [(e["step"], e["bleu"]) for e in info["evaluations"]] == [(2, 5.0), (4, 9.0), (6, 7.0), (8, 8.5)]
+    best = RunDir(tmp_path / "run" / "best")
+    assert best.run_info()["best"] == record and "evaluations" not in best.run_info()
+    assert [os.path.basename(p) for p in best.checkpoints()] == ["ckpt-4"]
+    kept, _ = restore_model(best)
+    trained, _ = restore_model(RunDir(tmp_path / "run"), str(tmp_path / "run" / "ckpt-4"))
+    for a, b in zip(kept.get_weights(), trained.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert best.hparams() == RunDir(tmp_path / "run").hparams()
+
+    # --keep_best must name a metric the run computes, and stay the same across resumes.
+    with pytest.raises(UsageError, match="--keep_best=bleu needs dev BLEU"):
+        _train(tmp_path / "other", multi30k_data_dir, 2, evaluate=True, eval_bleu_sentences=0, keep_best="bleu")
+    with pytest.raises(UsageError, match=r"best keeps the best checkpoint by bleu, not loss; use --keep_best=bleu"):
+        _train(tmp_path / "run", multi30k_data_dir, 10, evaluate=True, eval_bleu_sentences=0, keep_best="loss")
+
+
 def _trainer_cli(*args):
     return [sys.executable, "-m", "t2t_keras.bin.trainer", "--problem=translate_ende_multi30k", "--hparams_set=transformer_tiny", f"--hparams={SMALL}", *args]
 
@@ -155,3 +179,42 @@ def test_cli_bad_input_one_line(multi30k_data_dir, tmp_path):
                           "error: invalid hparams: hidden_size=128 is not divisible by num_heads=3")  # the last --hparams wins
     assert_one_line_error(run(f"--data_dir={tmp_path / 'none'}", f"--output_dir={tmp_path / 'o'}"),
                           "error: --data_dir=")
+
+
+def test_best_checkpoint_survives_sigkill_and_resume(multi30k_data_dir, tmp_path):
+    """Killed while writing a new best checkpoint, then resumed: the record in run.json, the
+    weights in best/ and the evaluations agree, and every saved step has been evaluated."""
+    output_dir = tmp_path / "run"
+    command = _trainer_cli(f"--data_dir={multi30k_data_dir}", f"--output_dir={output_dir}", "--train_steps=12",
+                           "--save_checkpoints_steps=2", "--log_steps=1", "--eval_steps=2", "--eval_bleu_sentences=0",
+                           "--keep_best=loss")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, killed_while = time.time() + 240, None
+    while time.time() < deadline and process.poll() is None:
+        if (output_dir / "ckpt-4.index").exists() and (output_dir / "best.incomplete").exists():
+            killed_while = "writing best/"
+        elif (output_dir / "ckpt-8.index").exists():
+            killed_while = "training"
+        if killed_while:
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.001)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "training ended before it could be killed"
+    print(f"killed while {killed_while}")
+
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    info = RunDir(output_dir).run_info()
+    evaluations = {e["step"]: e["loss"] for e in info["evaluations"]}
+    assert set(evaluations) == {2, 4, 6, 8, 10, 12}, (killed_while, sorted(evaluations))
+    best_step = min(evaluations, key=evaluations.get)
+    assert info["best"] == {"step": best_step, "metric": "loss", "value": evaluations[best_step]}, killed_while
+    best = RunDir(output_dir / "best")
+    assert best.run_info()["best"] == info["best"]
+    assert [os.path.basename(p) for p in best.checkpoints()] == [f"ckpt-{best_step}"]
+    kept, _ = restore_model(best)
+    trained, _ = restore_model(RunDir(output_dir), str(output_dir / f"ckpt-{best_step}"))
+    for a, b in zip(kept.get_weights(), trained.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert not [name for name in os.listdir(output_dir) if "incomplete" in name or "previous" in name]

@@ -13,6 +13,7 @@ import tensorflow as tf
 from t2t_keras.data import manifest
 from t2t_keras.data.tfrecords import parse_examples
 from t2t_keras.decoding.translator import Translator
+from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training.losses import smoothed_cross_entropy
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -36,7 +37,7 @@ class Evaluator:
     def evaluate(self) -> dict:
         dataset = self.strategy.distribute_datasets_from_function(
             lambda context: self.problem.dataset(
-                self.problem.eval_split, self.data_dir, self.hparams.batch_size, training=False, input_context=context
+                self.problem.eval_split, self.data_dir, self.hparams.tokens_per_batch, training=False, input_context=context
             )
         )
         max_steps = self.eval_steps or np.iinfo(np.int32).max
@@ -66,7 +67,7 @@ class Evaluator:
     def _replica_sums(self, features):
         targets = features["targets"]
         logits = self.model(features, training=False)
-        weights = tf.cast(targets != 0, tf.float32)
+        weights = tf.cast(targets != PAD_ID, tf.float32)
         smoothed = smoothed_cross_entropy(targets, logits, self.hparams.label_smoothing)
         nll = smoothed_cross_entropy(targets, logits, 0.0)
         correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), targets), tf.float32)
@@ -78,7 +79,7 @@ class Evaluator:
         block = next(iter(tf.data.TFRecordDataset(files).take(self.bleu_sentences).batch(self.bleu_sentences)))
         inputs, targets = parse_examples(block)
         hypotheses = []
-        batch = self.problem.decode_defaults.batch_size
+        batch = self.problem.decode_defaults.sentences_per_batch
         for start in range(0, int(inputs.nrows()), batch):
             result = self.translator.translate_ids(inputs[start : start + batch].to_tensor())
             hypotheses += [self.vocabulary.decode(ids) for ids in result["ids"][:, 0].numpy()]

@@ -9,13 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from t2t_keras.data.tokenizers import EOS_ID
-from t2t_keras.decoding import decoder
+from t2t_keras.token_ids import EOS_ID
+from t2t_keras.decoding import file_decoding
 from t2t_keras.decoding.translator import Translator
-from t2t_keras.problem import DecodeHParams
+from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
-from t2t_keras.run_dir import RunDir
-from t2t_keras.training.checkpoints import restore_model
+from t2t_keras.checkpoints import RunDir, restore_model
 from tests.testing import assert_one_line_error
 
 
@@ -28,7 +27,7 @@ def _val(language, count):
 def translator(trained_output_dir):
     run_dir = RunDir(trained_output_dir)
     model, _ = restore_model(run_dir)
-    return Translator(model, run_dir.vocabulary(), DecodeHParams(beam_size=4, alpha=0.6, extra_length=10, batch_size=32))
+    return Translator(model, run_dir.vocabulary(), DecodeHParams(beam_size=4, alpha=0.6, extra_length=10, sentences_per_batch=32))
 
 
 def test_alone_and_in_a_batch_of_32_mixed_lengths_agree(translator):
@@ -50,23 +49,23 @@ def test_alone_and_in_a_batch_of_32_mixed_lengths_agree(translator):
 
 def test_translate_lines_keeps_order_and_empty_lines(translator):
     lines = ["A dog runs.", "", "   ", "Two men are talking in front of a large building with many windows."]
-    outputs = decoder.translate_lines(translator, lines)
+    outputs = file_decoding.translate_lines(translator, lines)
     assert len(outputs) == 4 and outputs[1] == "" and outputs[2] == ""
-    assert outputs[0] == decoder.translate_lines(translator, ["A dog runs."])[0]
-    assert outputs[3] == decoder.translate_lines(translator, [lines[3]])[0]
+    assert outputs[0] == file_decoding.translate_lines(translator, ["A dog runs."])[0]
+    assert outputs[3] == file_decoding.translate_lines(translator, [lines[3]])[0]
 
 
 def test_text_signature_equals_python_path(translator):
     sentences = _val("en", 5)
     graph = [t.decode("utf-8") for t in translator.translate_text(sentences)["outputs"].numpy()]
-    assert graph == decoder.translate_lines(translator, sentences)
+    assert graph == file_decoding.translate_lines(translator, sentences)
 
 
 def test_return_beams(trained_output_dir):
     run_dir = RunDir(trained_output_dir)
     model, _ = restore_model(run_dir)
     beams = Translator(model, run_dir.vocabulary(), DecodeHParams(beam_size=3, extra_length=5, return_beams=True))
-    (output,) = decoder.translate_lines(beams, ["A dog runs."])
+    (output,) = file_decoding.translate_lines(beams, ["A dog runs."])
     assert len(output.split("\t")) == 3
 
 
@@ -79,8 +78,8 @@ def test_interactive(translator):
         except StopIteration:
             raise EOFError from None
 
-    decoder.interactive(translator, read=read, write=shown.append)
-    assert shown == decoder.translate_lines(translator, ["A dog runs.", ""])
+    file_decoding.interactive(translator, read=read, write=shown.append)
+    assert shown == file_decoding.translate_lines(translator, ["A dog runs.", ""])
 
 
 def _decoder_cli(*args):
@@ -106,7 +105,7 @@ def test_file_with_empty_long_and_invalid_utf8_lines(trained_output_dir, tmp_pat
     run_dir = RunDir(trained_output_dir)
     alone = Translator(restore_model(run_dir)[0], run_dir.vocabulary(), DecodeHParams(beam_size=2, extra_length=5))
     for i, text in ((0, "A dog runs."), (2, "Two women \ufffd\ufffd sing."), (3, long_line), (5, "A man rides a bike.")):
-        assert lines[i] == decoder.translate_lines(alone, [text])[0]
+        assert lines[i] == file_decoding.translate_lines(alone, [text])[0]
     assert "decoded 6 lines" in result.stderr and "(2 empty)" in result.stderr
     assert "invalid UTF-8 replaced on 1 lines: 3" in result.stderr
     assert "BLEU = " in result.stderr and "nrefs:1" in result.stderr
@@ -125,7 +124,7 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         ([f"--output_dir={empty}", f"--decode_from_file={source}"], "error: " + str(empty / "hparams.json") + " is missing"),
         ([f"--output_dir={tmp_path / 'no_ckpt'}", f"--decode_from_file={source}"], f"error: --output_dir={tmp_path / 'no_ckpt'} has no checkpoint yet; train first"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_sise=2"],
-         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, batch_size, return_beams."),
+         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, sentences_per_batch, return_beams."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=0"], "error: --decode_hparams: need beam_size >= 1"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={tmp_path / 'missing.en'}"], "error: --decode_from_file="),
         ([f"--output_dir={trained_output_dir}"], "error: say what to decode"),

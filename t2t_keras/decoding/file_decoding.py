@@ -9,15 +9,15 @@ and reported with its line numbers.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from typing import Iterable
 
 import numpy as np
 import tqdm
 
+from t2t_keras import files
 from t2t_keras.data.text_files import TextStats, read_lines
-from t2t_keras.data.tokenizers import EOS_ID
+from t2t_keras.token_ids import PAD_ID
 
 
 @dataclasses.dataclass
@@ -40,14 +40,14 @@ def translate_lines(translator, lines: list[str], report: DecodeReport | None = 
     """Translations of `lines`, in their order; tab-joined beams if return_beams is set."""
     report = report or DecodeReport()
     vocabulary, hparams = translator.vocabulary, translator.decode_hparams
-    encoded = [vocabulary.encode(line) + [EOS_ID] if line.strip() else None for line in lines]
+    encoded = [vocabulary.encode(line, add_eos=True) if line.strip() else None for line in lines]
     report.empty_lines = sum(ids is None for ids in encoded)
     order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
     outputs = [""] * len(lines)
     bar = tqdm.tqdm(total=len(order), unit=" sentences", disable=not progress, file=sys.stderr, mininterval=1.0)
-    for start in range(0, len(order), hparams.batch_size):
-        chunk = order[start : start + hparams.batch_size]
-        batch = np.zeros([len(chunk), max(len(encoded[i]) for i in chunk)], np.int32)
+    for start in range(0, len(order), hparams.sentences_per_batch):
+        chunk = order[start : start + hparams.sentences_per_batch]
+        batch = np.full([len(chunk), max(len(encoded[i]) for i in chunk)], PAD_ID, np.int32)
         for row, i in enumerate(chunk):
             batch[row, : len(encoded[i])] = encoded[i]
         result = translator.translate_ids(batch)
@@ -78,11 +78,9 @@ def postprocess_lines(problem, sources: list[str], outputs: list[str]) -> tuple[
 
 def write_lines(path: str, lines: Iterable[str]) -> None:
     """Writes `lines` to `path` through a temporary name, so no half-written file is left."""
-    temporary = path + ".incomplete"
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with files.atomic_path(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
         for line in lines:
             handle.write(line.replace("\n", " ") + "\n")
-    os.replace(temporary, path)
 
 
 def interactive(translator, read=input, write=print) -> None:

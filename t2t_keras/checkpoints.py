@@ -1,0 +1,259 @@
+"""Run directories and their checkpoints: everything that writes, finds or restores weights.
+
+    output_dir/
+      hparams.json        the resolved HParams of the latest run
+      run.json            problem, vocabulary, every evaluation, and the best checkpoint's record
+      vocab.spm.model     a copy of that vocabulary (the directory is self-contained)
+      checkpoint, ckpt-<step>.index, ckpt-<step>.data-*   tf.train.Checkpoint files
+      best/               the best checkpoint by a dev metric: a run directory of its own
+      train/, eval/       TensorBoard event files
+
+An averaged or best checkpoint is written as a run directory of its own (the same records,
+one checkpoint of model weights), so the decoder, the exporter and the Python API take it
+like any other. Such a directory appears complete or not at all (`files.atomic_path`).
+The trainer, the decoder, the exporter and the averager all come here; nothing here
+depends on training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras import files, registry
+from t2t_keras.errors import UsageError
+from t2t_keras.hparams_lib import HParams
+
+CHECKPOINT_PREFIX = "ckpt"
+RECORD_FILES = ("hparams.json", "run.json", "vocab.spm.model")
+BEST_DIR = "best"
+
+
+class RunDir:
+    """Reads and writes the files of one output_dir."""
+
+    def __init__(self, path: str):
+        # Absolute, so the checkpoint state file never records paths relative to the cwd.
+        self.path = os.path.abspath(os.path.expanduser(path))
+
+    @property
+    def hparams_path(self) -> str:
+        return os.path.join(self.path, "hparams.json")
+
+    @property
+    def run_path(self) -> str:
+        return os.path.join(self.path, "run.json")
+
+    @property
+    def vocab_path(self) -> str:
+        return os.path.join(self.path, "vocab.spm.model")
+
+    def ensure_writable(self) -> None:
+        files.ensure_writable_dir(self.path, "--output_dir")
+
+    def write(self, hparams: HParams, problem_name: str, vocabulary) -> None:
+        """Records what a model in this directory is (atomically, file by file), keeping the
+        evaluations and best-checkpoint record of earlier runs."""
+        files.write_atomically(self.hparams_path, hparams.to_json())
+        previous = self.run_info() if os.path.isfile(self.run_path) else {}
+        self.write_run_info(
+            {**previous, "problem": problem_name, "vocab_sha256": vocabulary.sha256, "vocab_size": vocabulary.size}
+        )
+        files.write_atomically(self.vocab_path, vocabulary.model_proto)
+
+    def write_run_info(self, info: dict) -> None:
+        files.write_atomically(self.run_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+    def exists(self) -> bool:
+        return os.path.isfile(self.hparams_path)
+
+    def hparams(self) -> HParams:
+        if not os.path.isfile(self.hparams_path):
+            raise UsageError(
+                f"{self.hparams_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote."
+            )
+        with open(self.hparams_path) as handle:
+            return HParams.from_json(handle.read(), self.hparams_path)
+
+    def run_info(self) -> dict:
+        if not os.path.isfile(self.run_path):
+            raise UsageError(f"{self.run_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote.")
+        with open(self.run_path) as handle:
+            return json.load(handle)
+
+    def problem(self):
+        """The registered problem this directory's model was trained on."""
+        return registry.problem(self.run_info()["problem"])
+
+    def vocabulary(self):
+        from t2t_keras.data.tokenizers import Vocabulary
+
+        if not os.path.isfile(self.vocab_path):
+            raise UsageError(f"{self.vocab_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote.")
+        return Vocabulary.load(self.vocab_path)
+
+    def checkpoints(self) -> list[str]:
+        """Checkpoint paths, oldest first (as the checkpoint state file lists them)."""
+        state = tf.train.get_checkpoint_state(self.path)
+        if state is None:
+            return []
+        # Checkpoints live in this directory whatever path the state file recorded (a run
+        # started with a relative --output_dir recorded paths relative to its cwd).
+        return [os.path.join(self.path, os.path.basename(p)) for p in state.all_model_checkpoint_paths]
+
+    def latest_checkpoint(self) -> str | None:
+        paths = self.checkpoints()
+        return paths[-1] if paths else None
+
+    def require_checkpoint(self, checkpoint_path: str | None = None) -> str:
+        """`checkpoint_path`, or the latest checkpoint; a UsageError if there is none."""
+        if checkpoint_path:
+            if not tf.io.gfile.exists(checkpoint_path + ".index"):
+                raise UsageError(f"--checkpoint_path={checkpoint_path}: no such checkpoint (no {checkpoint_path}.index).")
+            return checkpoint_path
+        latest = self.latest_checkpoint()
+        if latest is None:
+            raise UsageError(f"--output_dir={self.path} has no checkpoint yet; train first (t2t-keras-trainer).")
+        return latest
+
+    def clear(self) -> None:
+        """Removes checkpoints, records and events (for --start_over)."""
+        for name in os.listdir(self.path):
+            if name in (*RECORD_FILES, "checkpoint", "train", "eval", BEST_DIR) or name.startswith(CHECKPOINT_PREFIX + "-"):
+                files.remove(os.path.join(self.path, name))
+
+
+def checkpoint_step(path: str) -> int:
+    """The global step in a checkpoint name: .../ckpt-1200 -> 1200."""
+    match = re.search(rf"{CHECKPOINT_PREFIX}-(\d+)$", path)
+    if not match:
+        raise ValueError(f"{path}: not a t2t-keras checkpoint name ({CHECKPOINT_PREFIX}-<step>).")
+    return int(match.group(1))
+
+
+def checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str, max_to_keep: int | None) -> tf.train.CheckpointManager:
+    """The manager of `ckpt-<step>` files in `directory`. It writes the state file after the
+    data, so a kill during a save leaves the previous checkpoint as the latest."""
+    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_PREFIX)
+
+
+def build_model(run_dir: RunDir, dtype=None):
+    """The model an output_dir describes (hparams.json + vocabulary), with fresh weights."""
+    hparams = run_dir.hparams()
+    return registry.model(hparams.model).from_hparams(hparams, run_dir.vocabulary().size, dtype=dtype)
+
+
+def restore_model(run_dir: RunDir, checkpoint_path: str | None = None):
+    """(The model of `run_dir` with the weights of `checkpoint_path` (default: the latest), that path)."""
+    path = run_dir.require_checkpoint(checkpoint_path)
+    model = build_model(run_dir)
+    tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+    return model, path
+
+
+def write_weights_run_dir(source: RunDir, model, step: int, target_path: str, record: dict | None = None) -> str:
+    """Writes `model`'s weights as a run directory of their own at `target_path`, beside
+    copies of `source`'s records (run.json gains `record`); returns the checkpoint's path.
+
+    The directory is built under a temporary name and swapped in whole, so `target_path`
+    always holds a complete earlier version or the new one.
+    """
+    with files.atomic_path(target_path) as temporary:
+        os.makedirs(temporary)
+        for name in ("hparams.json", "vocab.spm.model"):
+            files.copy_atomically(os.path.join(source.path, name), os.path.join(temporary, name))
+        info = {key: value for key, value in source.run_info().items() if key not in ("evaluations", "best")}
+        RunDir(temporary).write_run_info({**info, **(record or {})})
+        saved = checkpoint_manager(tf.train.Checkpoint(model=model), temporary, max_to_keep=None).save(checkpoint_number=step)
+    return os.path.join(target_path, os.path.basename(saved))
+
+
+def average_checkpoints(output_dir: str, num_last: int, avg_dir: str) -> str:
+    """Writes the element-wise mean of the model weights of the last `num_last` checkpoints.
+
+    `avg_dir` becomes an output_dir of its own (see `write_weights_run_dir`), its checkpoint
+    named after the newest averaged step. Returns the new checkpoint's path.
+    """
+    source = RunDir(output_dir)
+    paths = source.checkpoints()
+    if not paths:
+        raise UsageError(f"--output_dir={output_dir} has no checkpoint to average; train first.")
+    if num_last < 1:
+        raise UsageError("--num_last_checkpoints must be at least 1.")
+    target = RunDir(avg_dir)
+    if target.path == source.path:
+        raise UsageError("--avg_dir must differ from --output_dir (the average would join the checkpoints it averages).")
+    if os.path.isdir(target.path) and os.listdir(target.path) and not target.exists():
+        raise UsageError(f"--avg_dir={avg_dir} holds files that are not a t2t-keras run; pick a new or empty directory.")
+    files.ensure_writable_dir(os.path.dirname(target.path), "--avg_dir")
+    paths = paths[-num_last:]
+    model = build_model(source)
+    checkpoint = tf.train.Checkpoint(model=model)
+    sums = [np.zeros(w.shape, np.float64) for w in model.weights]
+    for path in paths:
+        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+        for total, weight in zip(sums, model.weights):
+            total += weight.numpy()
+    for weight, total in zip(model.weights, sums):
+        weight.assign((total / len(paths)).astype(weight.dtype))
+    averaged = {"averaged": [checkpoint_step(p) for p in paths]}
+    return write_weights_run_dir(source, model, checkpoint_step(paths[-1]), target.path, averaged)
+
+
+class BestCheckpoint:
+    """Keeps `output_dir/best`, the checkpoint with the best value of a dev metric so far.
+
+    The record {"step", "metric", "value"} is in best/run.json (the truth: written with the
+    weights, atomically) and copied into the output_dir's run.json. `recover` repairs what a
+    kill between the two writes left, so the record survives any kill and a resume.
+
+    Args:
+      run_dir: the trainer's output_dir.
+      metric: the name of the dev metric (an `Evaluator` result key).
+      higher_is_better: True for BLEU or F1, False for a loss.
+    """
+
+    def __init__(self, run_dir: RunDir, metric: str, higher_is_better: bool):
+        self.run_dir = run_dir
+        self.metric = metric
+        self.higher_is_better = higher_is_better
+        self.path = os.path.join(run_dir.path, BEST_DIR)
+
+    def record(self) -> dict | None:
+        """The best checkpoint's record, or None before the first evaluation."""
+        run_path = os.path.join(self.path, "run.json")
+        if not os.path.isfile(run_path):
+            return None
+        with open(run_path) as handle:
+            return json.load(handle).get("best")
+
+    def recover(self) -> None:
+        """Completes or rolls back an interrupted swap and re-syncs run.json's copy of the record."""
+        files.recover(self.path)
+        record = self.record()
+        if record is not None and record.get("metric") != self.metric:
+            raise UsageError(
+                f"{self.path} keeps the best checkpoint by {record.get('metric')}, not {self.metric}; "
+                f"use --keep_best={record.get('metric')}, or move {self.path} away."
+            )
+        info = self.run_dir.run_info()
+        if info.get("best") != record:
+            self.run_dir.write_run_info({**info, "best": record})
+
+    def is_better(self, value: float) -> bool:
+        record = self.record()
+        if record is None:
+            return True
+        return value > record["value"] if self.higher_is_better else value < record["value"]
+
+    def offer(self, model, step: int, value: float) -> bool:
+        """Writes `model` as the best checkpoint if `value` beats the record; True if it did."""
+        if not self.is_better(value):
+            return False
+        record = {"step": step, "metric": self.metric, "value": float(value)}
+        write_weights_run_dir(self.run_dir, model, step, self.path, {"best": record})
+        return True
