@@ -33,7 +33,7 @@ step "2/8 train transformer_demo for $STEPS steps (resumes from the last checkpo
 train_started=$(date +%s)
 quiet "$BIN/t2t-keras-trainer" --problem=$PROBLEM --hparams_set=transformer_demo --data_dir="$DATA" \
     --output_dir="$TRAIN" --train_steps="$STEPS" --save_checkpoints_steps=200 --log_steps=100 \
-    --eval_bleu_sentences=100
+    --eval_sentences=100
 train_seconds=$(( $(date +%s) - train_started ))
 if [ ! -f "$OUT/train_seconds" ] || [ "$train_seconds" -gt 60 ]; then echo "$train_seconds" > "$OUT/train_seconds"; fi
 

@@ -44,6 +44,7 @@ class ParsingProblem(Problem):
     # The paper's parsing decode settings (section 6.3): beam 21, alpha 0.3, input + 300.
     decode_defaults = DecodeHParams(beam_size=21, alpha=0.3, extra_length=300)
     eval_split = "dev"
+    score_name = "f1"
 
     def mrg_dir(self, tmp_dir: str | None) -> str:
         if not tmp_dir:
@@ -103,14 +104,24 @@ class ParsingProblem(Problem):
 
         return read_trees(path, flag)
 
-    def score_outputs(self, outputs: list[str], references: list) -> str:
-        """EVALB (COLLINS.prm rules) F1 of the decoded trees, all sentences and <= 40 words."""
+    def score_outputs(self, outputs: list[str], references: list):
+        """EVALB (COLLINS.prm rules) F1 of the decoded trees (all sentences; the report adds <= 40 words)."""
         from nltk import Tree
 
-        from t2t_keras.evaluation.evalb import evaluate_all_and_short
+        from t2t_keras.evaluation.evalb import evalb_score
 
-        results = evaluate_all_and_short(references, [Tree.fromstring(line) for line in outputs])
-        return "\n".join(f"EVALB {name}: {result.format()}" for name, result in results.items())
+        return evalb_score(references, [Tree.fromstring(line) for line in outputs])
+
+    def dev_examples(self, data_dir: str, count: int) -> tuple[list[str], list]:
+        """The first `count` dev sentences and gold trees, from the files datagen wrote."""
+        from t2t_keras.data.text_files import read_lines
+        from t2t_keras.evaluation.evalb import read_trees
+
+        prefix = os.path.join(data_dir, f"{self.name}-{self.eval_split}")
+        if not os.path.isfile(prefix + ".trees"):
+            raise UsageError(f"{prefix}.trees is missing; rerun t2t-keras-datagen --problem={self.name} with --overwrite.")
+        words = list(read_lines(prefix + ".words", TextStats()))[:count]
+        return words, read_trees(prefix + ".trees")[:count]
 
     def write_eval_files(self, data_dir: str, tmp_dir: str | None) -> list[str]:
         """`{name}-{split}.words` (one sentence per line, the decoder's input) and

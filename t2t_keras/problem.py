@@ -40,6 +40,7 @@ class Problem(abc.ABC):
     num_shards: ClassVar[dict[str, int]] = {"train": 10, "dev": 1, "test": 1}  # split -> shards
     eval_split: ClassVar[str] = "dev"
     decode_defaults: ClassVar[DecodeHParams] = DecodeHParams()
+    score_name: ClassVar[str] = "bleu"  # the name of what `score_outputs` measures (higher is better)
 
     @abc.abstractmethod
     def text_pairs(self, split: str, tmp_dir: str, stats: TextStats) -> Iterator[tuple[str, str]]:
@@ -65,12 +66,28 @@ class Problem(abc.ABC):
 
         return list(read_lines(path, TextStats(), flag))
 
-    def score_outputs(self, outputs: list[str], references: list) -> str:
-        """The line the decoder prints for --decode_reference: detokenised sacreBLEU."""
-        from t2t_keras.evaluation.bleu import sacre_bleu
+    def score_outputs(self, outputs: list[str], references: list):
+        """The problem's score of postprocessed outputs against `read_reference`'s references,
+        an `evaluation.bleu.Score`: detokenised sacreBLEU here. The trainer's dev score and the
+        decoder's --decode_reference line both come from here."""
+        from t2t_keras.evaluation.bleu import sacre_bleu_score
 
-        score, signature = sacre_bleu(outputs, references)
-        return f"BLEU = {score.score:.2f} ({signature})"
+        return sacre_bleu_score(outputs, references)
+
+    def dev_examples(self, data_dir: str, count: int) -> tuple[list[str], list]:
+        """The first `count` pairs of the eval split: (source texts, references as
+        `score_outputs` takes them), for the trainer's dev score. Here: the shards' pairs,
+        detokenised."""
+        import tensorflow as tf
+
+        from t2t_keras.data import manifest
+        from t2t_keras.data.tfrecords import parse_examples
+
+        vocabulary = self.load_vocabulary(data_dir)
+        files = manifest.shard_files(self, data_dir, self.eval_split)
+        block = next(iter(tf.data.TFRecordDataset(files).take(count).batch(count)))
+        inputs, targets = parse_examples(block)
+        return [vocabulary.decode(ids) for ids in inputs.to_list()], [vocabulary.decode(ids) for ids in targets.to_list()]
 
     @property
     def splits(self) -> list[str]:

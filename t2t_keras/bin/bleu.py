@@ -31,10 +31,9 @@ def main(argv) -> int:
         raise UsageError(f"--translation has {len(hypotheses)} lines, --reference has {len(references)}; they must be aligned.")
     if FLAGS.paper_tokenized:
         score, signature = bleu.paper_bleu(hypotheses, references, FLAGS.language)
-        print(f"BLEU (Moses-tokenised, compounds split) = {score.score:.2f}  {score}  ({signature})")
+        print(f"Moses-tokenised, compounds split: {score}  ({signature})")
     else:
-        score, signature = bleu.sacre_bleu(hypotheses, references)
-        print(f"BLEU = {score.score:.2f}  {score}  ({signature})")
+        print(bleu.sacre_bleu_score(hypotheses, references).report)
     return 0
 
 

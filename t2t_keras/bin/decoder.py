@@ -64,7 +64,7 @@ def main(argv) -> int:
         summary += f"; {repairs} repairs to make the outputs well-formed"
     print(summary, file=sys.stderr)
     if reference is not None:
-        print(problem.score_outputs([o.split("\t")[0] for o in outputs], reference), file=sys.stderr)
+        print(problem.score_outputs([o.split("\t")[0] for o in outputs], reference).report, file=sys.stderr)
     return 0
 
 

@@ -22,13 +22,12 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if not FLAGS.gold or not FLAGS.test:
         raise UsageError("--gold and --test are required.")
-    from t2t_keras.evaluation.evalb import evaluate_all_and_short, read_trees
+    from t2t_keras.evaluation.evalb import evalb_score, read_trees
 
     gold, test = read_trees(FLAGS.gold, "--gold"), read_trees(FLAGS.test, "--test")
     if len(gold) != len(test):
         raise UsageError(f"--gold has {len(gold)} trees, --test has {len(test)}; they must be aligned.")
-    for name, result in evaluate_all_and_short(gold, test).items():
-        print(f"EVALB {name}: {result.format()}")
+    print(evalb_score(gold, test).report)
     return 0
 
 

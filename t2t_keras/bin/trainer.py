@@ -28,12 +28,16 @@ def define_flags() -> None:
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Save (and evaluate) every this many steps.")
     flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints kept (the paper averages the last 5 or 20).")
     flags.DEFINE_integer("log_steps", 100, "Progress line and TensorBoard scalars every this many steps.")
-    flags.DEFINE_integer("eval_bleu_sentences", 100, "Dev sentences translated for BLEU at each evaluation; 0 = none.")
+    flags.DEFINE_integer(
+        "eval_sentences", 100,
+        "Dev sentences decoded and scored with the problem's metric (BLEU, parsing F1) at each evaluation; 0 = none.",
+    )
     flags.DEFINE_bool("evaluate", True, "Evaluate on the dev split after each checkpoint.")
-    flags.DEFINE_enum(
-        "keep_best", "auto", ["auto", "none", "loss", "bleu"],
-        "Keep the checkpoint with the best dev metric as OUTPUT_DIR/best (recorded in run.json): lowest dev loss, "
-        "highest dev BLEU, or auto = bleu when --eval_bleu_sentences > 0, else loss.",
+    flags.DEFINE_string(
+        "keep_best", "auto",
+        "Keep the checkpoint with the best dev metric as OUTPUT_DIR/best (recorded in run.json): loss (lowest), "
+        "the problem's score (highest: bleu, or f1 for parsing), none, or auto = the score when --eval_sentences > 0, "
+        "else loss.",
     )
     flags.DEFINE_enum(
         "distribution_strategy", "auto", ["auto", "mirrored", "multi_worker_mirrored", "one_device"],
@@ -69,7 +73,7 @@ def main(argv) -> int:
         output_dir=FLAGS.output_dir, data_dir=FLAGS.data_dir, train_steps=FLAGS.train_steps,
         eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
-        eval_bleu_sentences=FLAGS.eval_bleu_sentences, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
+        eval_sentences=FLAGS.eval_sentences, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
         start_over=FLAGS.start_over,
     )
     try:

@@ -9,10 +9,18 @@ that pipeline with sacremoses and sacreBLEU's scorer (tokenize="none").
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import sacrebleu
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+class Score(NamedTuple):
+    """A corpus score: its headline number (higher is better) and the report line(s) to print."""
+
+    value: float
+    report: str
 
 
 def sacre_bleu(hypotheses: list[str], references: list[str]):
@@ -20,6 +28,12 @@ def sacre_bleu(hypotheses: list[str], references: list[str]):
     metric = sacrebleu.metrics.BLEU()
     score = metric.corpus_score(hypotheses, [references])
     return score, str(metric.get_signature())
+
+
+def sacre_bleu_score(hypotheses: list[str], references: list[str]) -> Score:
+    """Detokenised sacreBLEU as a Score: what the trainer, the decoder and t2t-keras-bleu report."""
+    score, signature = sacre_bleu(hypotheses, references)
+    return Score(score.score, f"{score}  ({signature})")
 
 
 def paper_tokenize(text: str, tokenizer) -> str:

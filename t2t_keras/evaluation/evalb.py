@@ -132,6 +132,15 @@ def evaluate_all_and_short(gold_trees: list[Tree], test_trees: list[Tree]) -> di
     return {"all": evaluate(pairs), f"len<={CUTOFF_LENGTH}": evaluate(pairs, CUTOFF_LENGTH)}
 
 
+def evalb_score(gold_trees: list[Tree], test_trees: list[Tree]):
+    """EVALB F1 of all sentences as a `bleu.Score`, reporting both summaries: what the trainer,
+    the decoder and t2t-keras-evalb report."""
+    from t2t_keras.evaluation.bleu import Score
+
+    results = evaluate_all_and_short(gold_trees, test_trees)
+    return Score(results["all"].f1, "\n".join(f"EVALB {name}: {result.format()}" for name, result in results.items()))
+
+
 def read_trees(path: str, flag: str | None = None) -> list[Tree]:
     """The bracketed trees of a file, one or many lines each (one per line, or .mrg style)."""
     where = f"{flag}={path}" if flag else path

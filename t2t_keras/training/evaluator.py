@@ -1,37 +1,46 @@
-"""Evaluation during training: dev loss, perplexity, per-token accuracy and real BLEU.
+"""Evaluation during training: dev loss, perplexity, accuracy, whether the model reads its
+source, and the problem's own score of decoded dev sentences.
 
-BLEU is detokenised sacreBLEU on the first `bleu_sentences` dev pairs, translated with beam
-search (the problem's decode defaults) and compared with the detokenised references.
+Every evaluation reports, over the whole dev split (or `eval_steps` batches):
+  loss, nll, perplexity, accuracy   teacher-forced, per real target token;
+  shuffled_source_nll               the same nll with each batch's sources rolled by one
+                                    sentence, so every target is paired with another source;
+  source_gap                        shuffled_source_nll - nll: how many nats per token the true
+                                    source is worth. About 0 means the decoder ignores the
+                                    encoder (a language model of the targets);
+and, for the first `score_sentences` dev sentences, the problem's score (`Problem.score_name`:
+BLEU for translation, EVALB F1 for parsing) of their beam-search outputs, postprocessed and
+scored exactly as the decoder CLI does.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import sacrebleu
 import tensorflow as tf
 
-from t2t_keras.data import manifest
-from t2t_keras.data.tfrecords import parse_examples
+from t2t_keras.decoding import file_decoding
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training.losses import smoothed_cross_entropy
 
 SUM = tf.distribute.ReduceOp.SUM
+SUMS = ("loss", "nll", "shuffled_source_nll", "correct", "tokens")
 
 
 class Evaluator:
     """Computes dev metrics for the current weights of `model`."""
 
-    def __init__(self, problem, data_dir, model, vocabulary, hparams, strategy, eval_steps=0, bleu_sentences=100):
+    def __init__(self, problem, data_dir, model, vocabulary, hparams, strategy, eval_steps=0, score_sentences=100):
         self.problem = problem
         self.data_dir = data_dir
         self.model = model
-        self.vocabulary = vocabulary
         self.hparams = hparams
         self.strategy = strategy
         self.eval_steps = eval_steps
-        self.bleu_sentences = bleu_sentences
-        self.translator = Translator(model, vocabulary, problem.decode_defaults) if bleu_sentences else None
+        self.score_sentences = score_sentences
+        if score_sentences:
+            self.translator = Translator(model, vocabulary, problem.decode_defaults)
+            self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)
 
     def evaluate(self) -> dict:
@@ -41,21 +50,23 @@ class Evaluator:
             )
         )
         max_steps = self.eval_steps or np.iinfo(np.int32).max
-        loss_sum, nll_sum, correct, tokens = (float(v) for v in self._run(iter(dataset), tf.constant(max_steps)))
-        tokens = max(tokens, 1.0)
+        sums = dict(zip(SUMS, (float(v) for v in self._run(iter(dataset), tf.constant(max_steps)))))
+        tokens = max(sums["tokens"], 1.0)
         metrics = {
-            "loss": loss_sum / tokens,
-            "nll": nll_sum / tokens,
-            "perplexity": float(np.exp(min(nll_sum / tokens, 50.0))),
-            "accuracy": correct / tokens,
-            "tokens": tokens,
+            "loss": sums["loss"] / tokens,
+            "nll": sums["nll"] / tokens,
+            "perplexity": float(np.exp(min(sums["nll"] / tokens, 50.0))),
+            "accuracy": sums["correct"] / tokens,
+            "shuffled_source_nll": sums["shuffled_source_nll"] / tokens,
+            "source_gap": (sums["shuffled_source_nll"] - sums["nll"]) / tokens,
+            "tokens": sums["tokens"],
         }
-        if self.bleu_sentences:
-            metrics["bleu"] = self.bleu()
+        if self.score_sentences:
+            metrics[self.problem.score_name] = self.score()
         return metrics
 
     def _run_fn(self, iterator, max_steps):
-        totals = tf.zeros([4])
+        totals = tf.zeros([len(SUMS)])
         for _ in tf.range(max_steps):
             optional = iterator.get_next_as_optional()
             if not optional.has_value():
@@ -66,22 +77,17 @@ class Evaluator:
 
     def _replica_sums(self, features):
         targets = features["targets"]
-        logits = self.model(features, training=False)
         weights = tf.cast(targets != PAD_ID, tf.float32)
+        logits = self.model(features, training=False)
         smoothed = smoothed_cross_entropy(targets, logits, self.hparams.label_smoothing)
         nll = smoothed_cross_entropy(targets, logits, 0.0)
+        shuffled = {"inputs": tf.roll(features["inputs"], shift=1, axis=0), "targets": targets}
+        shuffled_nll = smoothed_cross_entropy(targets, self.model(shuffled, training=False), 0.0)
         correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), targets), tf.float32)
-        return tf.stack([tf.reduce_sum(v * weights) for v in (smoothed, nll, correct, tf.ones_like(weights))])
+        return tf.stack([tf.reduce_sum(v * weights) for v in (smoothed, nll, shuffled_nll, correct, tf.ones_like(weights))])
 
-    def bleu(self) -> float:
-        """Detokenised sacreBLEU of beam-search translations of the first dev pairs."""
-        files = manifest.shard_files(self.problem, self.data_dir, self.problem.eval_split)
-        block = next(iter(tf.data.TFRecordDataset(files).take(self.bleu_sentences).batch(self.bleu_sentences)))
-        inputs, targets = parse_examples(block)
-        hypotheses = []
-        batch = self.problem.decode_defaults.sentences_per_batch
-        for start in range(0, int(inputs.nrows()), batch):
-            result = self.translator.translate_ids(inputs[start : start + batch].to_tensor())
-            hypotheses += [self.vocabulary.decode(ids) for ids in result["ids"][:, 0].numpy()]
-        references = [self.vocabulary.decode(ids) for ids in targets.to_list()]
-        return sacrebleu.corpus_bleu(hypotheses, [references]).score
+    def score(self) -> float:
+        """The problem's score of the beam-search outputs of the first dev sentences."""
+        outputs = file_decoding.translate_lines(self.translator, self.sources)
+        outputs, _ = file_decoding.postprocess_lines(self.problem, self.sources, outputs)
+        return self.problem.score_outputs(outputs, self.references).value

@@ -34,7 +34,7 @@ from t2t_keras.training.distribution import is_chief
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep, make_optimizer
 
-KEEP_BEST_CHOICES = ("auto", "none", "loss", "bleu")
+KEEP_BEST_CHOICES = ("auto", "none", "loss")  # or the problem's score_name
 
 
 class TrainingStopped(RuntimeError):
@@ -52,10 +52,10 @@ class RunSettings:
     save_checkpoints_steps: int = 1000  # also evaluate then
     keep_checkpoint_max: int = 20
     log_steps: int = 100
-    eval_bleu_sentences: int = 100  # 0 = no BLEU during training
+    eval_sentences: int = 100  # dev sentences decoded and scored (BLEU, F1) at each evaluation; 0 = none
     evaluate: bool = True
-    # The dev metric that picks output_dir/best: "loss" (lowest), "bleu" (highest, on
-    # eval_bleu_sentences), "none", or "auto" = bleu when it is computed, else loss.
+    # The dev metric that picks output_dir/best: "loss" (lowest), the problem's score (highest,
+    # on eval_sentences: "bleu", "f1"), "none", or "auto" = the score when computed, else loss.
     keep_best: str = "auto"
     seed: int | None = None
     start_over: bool = False
@@ -68,7 +68,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     if chief:
         run_dir.ensure_writable()
     vocabulary = problem.load_vocabulary(settings.data_dir)  # a UsageError if datagen did not run
-    best_metric = _best_metric(settings)
+    best_metric = _best_metric(settings, problem.score_name)
     _check_restart(run_dir, hparams, problem, vocabulary, settings, chief)
     latest = run_dir.latest_checkpoint()
     start_step = checkpoint_step(latest) if latest else 0
@@ -101,7 +101,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     )
     evaluator = (
         Evaluator(problem, settings.data_dir, model, vocabulary, hparams, strategy, settings.eval_steps,
-                  settings.eval_bleu_sentences if chief else 0)
+                  settings.eval_sentences if chief else 0)
         if settings.evaluate else None
     )
     writers = _summary_writers(run_dir.path, chief)
@@ -115,17 +115,17 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
-def _best_metric(settings: RunSettings) -> str | None:
+def _best_metric(settings: RunSettings, score_name: str) -> str | None:
     """The metric that picks the best checkpoint, or None; a UsageError for an impossible choice."""
     choice = settings.keep_best
-    if choice not in KEEP_BEST_CHOICES:
-        raise UsageError(f"--keep_best={choice}: use one of {', '.join(KEEP_BEST_CHOICES)}.")
+    if choice not in (*KEEP_BEST_CHOICES, score_name):
+        raise UsageError(f"--keep_best={choice}: use one of {', '.join((*KEEP_BEST_CHOICES, score_name))}.")
     if choice == "none" or not settings.evaluate:
         return None
     if choice == "auto":
-        return "bleu" if settings.eval_bleu_sentences else "loss"
-    if choice == "bleu" and not settings.eval_bleu_sentences:
-        raise UsageError("--keep_best=bleu needs dev BLEU: set --eval_bleu_sentences to a positive number.")
+        return score_name if settings.eval_sentences else "loss"
+    if choice == score_name and not settings.eval_sentences:
+        raise UsageError(f"--keep_best={score_name} needs the dev {score_name}: set --eval_sentences to a positive number.")
     return choice
 
 

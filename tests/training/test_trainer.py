@@ -34,9 +34,9 @@ def _train(output_dir, data_dir, steps, overrides="", **settings):
 
 
 def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path):
-    result = _train(tmp_path / "run", multi30k_data_dir, 4, eval_bleu_sentences=8, evaluate=True, eval_steps=3)
+    result = _train(tmp_path / "run", multi30k_data_dir, 4, eval_sentences=8, evaluate=True, eval_steps=3)
     assert result["step"] == 4 and np.isfinite(result["loss"])
-    assert set(result["eval"]) == {"loss", "nll", "perplexity", "accuracy", "tokens", "bleu"}
+    assert set(result["eval"]) == {"loss", "nll", "perplexity", "accuracy", "shuffled_source_nll", "source_gap", "tokens", "bleu"}
     assert 0 <= result["eval"]["bleu"] <= 100 and result["eval"]["perplexity"] > 1
     run_dir = RunDir(tmp_path / "run")
     assert run_dir.hparams() == _hparams()
@@ -117,7 +117,7 @@ def test_averaging_two_checkpoints_is_their_elementwise_mean(multi30k_data_dir, 
 def test_best_checkpoint_is_kept_by_dev_bleu_and_recorded(multi30k_data_dir, tmp_path, monkeypatch):
     scripted = iter([5.0, 9.0, 7.0, 8.5])
     monkeypatch.setattr(Evaluator, "evaluate", lambda self: {"loss": 1.0, "bleu": next(scripted)})
-    _train(tmp_path / "run", multi30k_data_dir, 8, evaluate=True, eval_bleu_sentences=4, keep_best="bleu")
+    _train(tmp_path / "run", multi30k_data_dir, 8, evaluate=True, eval_sentences=4, keep_best="bleu")
     record = {"step": 4, "metric": "bleu", "value": 9.0}
     info = RunDir(tmp_path / "run").run_info()
     assert info["best"] == record
@@ -132,10 +132,10 @@ def test_best_checkpoint_is_kept_by_dev_bleu_and_recorded(multi30k_data_dir, tmp
     assert best.hparams() == RunDir(tmp_path / "run").hparams()
 
     # --keep_best must name a metric the run computes, and stay the same across resumes.
-    with pytest.raises(UsageError, match="--keep_best=bleu needs dev BLEU"):
-        _train(tmp_path / "other", multi30k_data_dir, 2, evaluate=True, eval_bleu_sentences=0, keep_best="bleu")
+    with pytest.raises(UsageError, match="--keep_best=bleu needs the dev bleu: set --eval_sentences"):
+        _train(tmp_path / "other", multi30k_data_dir, 2, evaluate=True, eval_sentences=0, keep_best="bleu")
     with pytest.raises(UsageError, match=r"best keeps the best checkpoint by bleu, not loss; use --keep_best=bleu"):
-        _train(tmp_path / "run", multi30k_data_dir, 10, evaluate=True, eval_bleu_sentences=0, keep_best="loss")
+        _train(tmp_path / "run", multi30k_data_dir, 10, evaluate=True, eval_sentences=0, keep_best="loss")
 
 
 def _trainer_cli(*args):
@@ -186,7 +186,7 @@ def test_best_checkpoint_survives_sigkill_and_resume(multi30k_data_dir, tmp_path
     weights in best/ and the evaluations agree, and every saved step has been evaluated."""
     output_dir = tmp_path / "run"
     command = _trainer_cli(f"--data_dir={multi30k_data_dir}", f"--output_dir={output_dir}", "--train_steps=12",
-                           "--save_checkpoints_steps=2", "--log_steps=1", "--eval_steps=2", "--eval_bleu_sentences=0",
+                           "--save_checkpoints_steps=2", "--log_steps=1", "--eval_steps=2", "--eval_sentences=0",
                            "--keep_best=loss")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, killed_while = time.time() + 240, None
