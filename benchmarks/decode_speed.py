@@ -1,12 +1,16 @@
 """Beam-search decoding speed on the decode setup of ../shared/bench/shapes.py.
 
-    .venv/bin/python benchmarks/decode_speed.py            # cached (the fixed-size KV cache)
-    .venv/bin/python benchmarks/decode_speed.py --no-cache # the decoder re-run over the whole prefix
+    .venv/bin/python benchmarks/decode_speed.py                    # cached (the growing KV cache)
+    .venv/bin/python benchmarks/decode_speed.py --extra_length=300 # the same, allowed input + 300 tokens
+    .venv/bin/python benchmarks/decode_speed.py --no-cache         # the decoder re-run over the whole prefix
 
 The tiny shape with random weights; 64 source sentences of 20 tokens; beam 4, alpha 0.6;
-EOS is impossible until step 30, where it is the only choice, so every run does exactly 30
-decode steps (as every peer in ../shared/bench). Our real beam_search over the model's
-decode_step. Median of 3 runs after 1 warm-up. Prints one JSON line (shapes.decode_result).
+each sentence may generate input length + extra_length tokens (default 50, the peers'
+nominal maximum), but EOS is impossible until step 30, where it is the only choice, so every
+run does exactly 30 decode steps (as every peer in ../shared/bench) and gives the same
+outputs whatever extra_length is: the long case (300, parsing's setting) measures what a
+larger maximum length costs by itself. Our real beam_search over the model's decode_step.
+Median of 3 runs after 1 warm-up. Prints one JSON line (shapes.decode_result).
 
 `build_decoder` also plugs into the peers' harness:
     PYTHONPATH=benchmarks python ../shared/bench/decode_keras.py --impl decode_speed:build_decoder
@@ -30,7 +34,7 @@ from t2t_keras.system import keep_freed_memory  # noqa: E402
 keep_freed_memory()  # as the CLIs do (see t2t_keras/system.py)
 
 
-def build_decoder(shape, dcfg, cached=True):
+def build_decoder(shape, dcfg, cached=True, extra_length=None):
     """A callable: int32 source ids [B, S] -> output ids [B, forced_steps] (best beam)."""
     import numpy as np
     import tensorflow as tf
@@ -46,12 +50,14 @@ def build_decoder(shape, dcfg, cached=True):
     )
     model = Transformer.from_hparams(hparams, shape.vocab)
     steps, beam = dcfg.forced_steps, dcfg.beam_size
-    no_early_eos = tf.constant(np.where(np.arange(shape.vocab) == EOS_ID, -1e9, 0.0), tf.float32)
+    extra_length = dcfg.extra_len if extra_length is None else extra_length
+    is_eos = tf.constant(np.arange(shape.vocab) == EOS_ID)
 
     def forced(step_fn):
         def step(ids, index, state):
             logits, state = step_fn(ids, index, state)
-            return logits + no_early_eos, state  # at index 29 beam_search allows only EOS
+            allowed = tf.equal(is_eos, index == steps - 1)  # EOS only, and only at the last step
+            return tf.where(allowed[None, :], logits, -1e9), state
 
         return step
 
@@ -59,13 +65,13 @@ def build_decoder(shape, dcfg, cached=True):
     def decode(sources):
         batch = tf.shape(sources)[0]
         encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam), model.encode(sources))
-        max_lengths = tf.fill([batch], steps)
+        max_lengths = tf.fill([batch], tf.shape(sources)[1] + extra_length)
         reorder_state = None
         if cached:
-            state, step_fn = model.init_cache(encoded, steps), model.decode_step
+            state, step_fn = model.init_cache(encoded), model.decode_step
             reorder_state = lambda cache, reorder_fn: cache.reorder(reorder_fn)  # noqa: E731  (as Translator)
         else:
-            state = tf.zeros([batch * beam, steps], tf.int32)
+            state = tf.zeros([batch * beam, tf.reduce_max(max_lengths)], tf.int32)
 
             def step_fn(ids, index, prefix):
                 rows = tf.range(tf.shape(ids)[0])
@@ -84,16 +90,19 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-cache", dest="cached", action="store_false")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--extra_length", type=int, default=shapes.DECODE.extra_len,
+                        help="each sentence may generate input length + this many tokens")
     args = parser.parse_args()
     import tensorflow as tf
 
     tf.random.set_seed(shapes.SEED)
     dcfg = shapes.DECODE
-    run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached)
+    run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached, extra_length=args.extra_length)
     times, first, out = shapes.time_runs(run, shapes.decode_sources(dcfg, shapes.SHAPES[dcfg.shape].vocab), args.runs)
     assert out.shape[-1] == dcfg.forced_steps and (out[:, -1] == 1).all(), "not exactly the forced number of steps"
     peer = "t2t_keras_beam_kvcache" if args.cached else "t2t_keras_beam_nocache"
-    shapes.emit(shapes.decode_result(peer, dcfg, times, first, out.shape[-1], {"framework": "tensorflow " + tf.__version__}), T0)
+    extra = {"framework": "tensorflow " + tf.__version__, "max_length": dcfg.src_len + args.extra_length}
+    shapes.emit(shapes.decode_result(peer, dcfg, times, first, out.shape[-1], extra), T0)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
 The search is a pure TensorFlow function: `step_fn(ids, index, state) -> (logits, state)`
 gives next-token logits for the `ids` [batch * beam] fed at position `index`; `state` is
-any nest of tensors whose leading dimension is batch * beam (the model's fixed-size
-key/value cache, or the token buffer of an uncached step function). The same graph runs
-eagerly, inside tf.function and in an exported SavedModel.
+any nest of tensors whose leading dimension is batch * beam (the model's growing key/value
+cache, or the token buffer of an uncached step function). The same graph runs eagerly,
+inside tf.function and in an exported SavedModel.
 
 Hypotheses are kept in two sets of `beam_size` each: alive (still growing) and finished
 (ended with EOS), with 2 * beam_size candidates drawn per step so that finishing
@@ -13,11 +13,20 @@ penalty: log P(Y) / ((5 + |Y|) / 6)^alpha, |Y| counting EOS. Each sentence stops
 maximum length (input length + extra_length: only EOS is allowed at the last position), and
 the loop ends early once no alive hypothesis can beat the worst finished one of any sentence.
 Beam size 1 is greedy search on the same loop.
+
+Every per-step cost follows the length decoded so far, never the maximum length: the
+hypotheses grow by one column per step, and the top 2 * beam_size of each hypothesis's
+vocabulary are chosen before the beams of a sentence compete (the same candidates as one
+top-k over all beam_size * vocabulary extensions, at a fraction of the work).
+
+A `TokenFilter` restricts which tokens a hypothesis may take next (parsing: only
+well-formed trees over the input's words); scores stay the model's log-probabilities,
+normalised over the whole vocabulary.
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Protocol
 
 import tensorflow as tf
 
@@ -27,9 +36,24 @@ NEG_INF = -1.0e9  # finite, so that sums and differences of masked scores never 
 
 
 class BeamSearchResult(NamedTuple):
-    ids: tf.Tensor  # [batch, beam, max_length] int32: generated tokens, best first; EOS then 0s
+    ids: tf.Tensor  # [batch, beam, steps] int32: generated tokens, best first; EOS then 0s
     scores: tf.Tensor  # [batch, beam] float32: length-penalised log-probabilities
     lengths: tf.Tensor  # [batch, beam] int32: tokens up to and including EOS
+
+
+class TokenFilter(Protocol):
+    """Which tokens each hypothesis may take next. Its state is a nest of tensors with leading
+    dimension batch * beam that beam search carries and reorders with the hypotheses."""
+
+    def initial_state(self, input_ids, beam_size: int):
+        """The state before any token, from the source ids [B, S] (rows tiled per beam)."""
+
+    def update(self, state, ids):
+        """The state after each hypothesis took `ids` [B * K] (never called with the start token)."""
+
+    def allowed(self, state, room):
+        """bool [B * K, V]: the tokens each hypothesis may take next, when at most `room` [B * K]
+        tokens may follow that one (room 0: the last position, where only EOS ends in time)."""
 
 
 def length_penalty(length, alpha: float):
@@ -47,6 +71,8 @@ def beam_search(
     eos_id: int,
     start_id: int = START_ID,
     reorder_state: Callable | None = None,
+    token_filter: TokenFilter | None = None,
+    filter_state=None,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
 
@@ -62,17 +88,22 @@ def beam_search(
       reorder_state: (state, reorder_fn) -> state, applying reorder_fn to the tensors that
         follow their hypothesis to its parent beam; default: every tensor of the state.
         Parts shared by all beams of a sentence (the encoder output) can be skipped.
+      token_filter: restricts the next tokens (`TokenFilter`); `filter_state` is its
+        `initial_state`.
     """
     max_lengths = tf.cast(max_lengths, tf.int32)
     max_length = tf.reduce_max(max_lengths)
+    row_max_lengths = tf.repeat(max_lengths, beam_size)
     K = beam_size
 
-    alive_seqs = tf.fill([batch_size, K, max_length + 1], start_id)
+    alive_seqs = tf.fill([batch_size, K, 1], start_id)
     # Only the first beam is live at the start, so the K beams do not all pick the same token.
     alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (K - 1)]), [batch_size, 1])
-    finished_seqs = tf.fill([batch_size, K, max_length + 1], PAD_ID)
+    finished_seqs = tf.fill([batch_size, K, 1], PAD_ID)
     finished_scores = tf.fill([batch_size, K], NEG_INF)
     finished_flags = tf.zeros([batch_size, K], tf.bool)
+    if token_filter is None:
+        filter_state = ()
 
     def bound_not_met(index, alive_log_probs, finished_scores, finished_flags):
         """True while some sentence's best alive hypothesis could still enter its finished set."""
@@ -81,29 +112,40 @@ def beam_search(
         still_running = index < max_lengths
         return tf.reduce_any(still_running & (best_possible > worst_finished))
 
-    def condition(index, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state):
-        del alive_seqs, finished_seqs, state
+    def condition(index, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states):
+        del alive_seqs, finished_seqs, states
         return (index < max_length) & bound_not_met(index, alive_log_probs, finished_scores, finished_flags)
 
-    def body(index, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state):
-        ids = tf.reshape(alive_seqs[:, :, index], [-1])
+    def body(index, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states):
+        state, filter_state = states
+        ids = tf.reshape(alive_seqs[:, :, -1], [-1])
         logits, state = step_fn(ids, index, state)
-        vocab_size = tf.shape(logits)[-1]
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
-        # At a sentence's last allowed position only EOS may follow.
-        at_limit = tf.repeat(index + 1 >= max_lengths, K)[:, None]
-        only_eos = tf.one_hot(eos_id, vocab_size, on_value=True, off_value=False)[None, :]
-        log_probs = tf.where(at_limit & ~only_eos, NEG_INF, log_probs)
-        log_probs = tf.reshape(log_probs, [batch_size, K, vocab_size])
+        logits = tf.cast(logits, tf.float32)
+        log_normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)  # [B*K, 1]
+        room = row_max_lengths - (index + 1)  # tokens that may still follow the one chosen now
+        if token_filter is not None:
+            filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
+            logits = tf.where(token_filter.allowed(filter_state, room), logits, NEG_INF)
 
-        # 2K candidates from all K * V extensions.
-        candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
+        # Each hypothesis's 2K best next tokens (all of a smaller vocabulary); at a sentence's
+        # last position only EOS.
+        row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
+        row_logits, row_tokens = tf.math.top_k(logits, k=row_k)
+        at_limit = (room <= 0)[:, None]
+        first = tf.range(row_k)[None, :] == 0
+        eos_logits = tf.gather(logits, tf.fill([tf.shape(logits)[0], 1], eos_id), batch_dims=1)
+        row_logits = tf.where(at_limit, tf.where(first, eos_logits, NEG_INF), row_logits)
+        row_tokens = tf.where(at_limit, eos_id, row_tokens)
+        row_log_probs = tf.reshape(row_logits - log_normalizer, [batch_size, K, row_k])
+
+        # 2K candidates per sentence from its K * 2K extensions.
+        candidates = tf.reshape(alive_log_probs[:, :, None] + row_log_probs, [batch_size, K * row_k])
         candidate_log_probs, flat_indices = tf.math.top_k(candidates, k=2 * K)
-        candidate_beams = flat_indices // vocab_size
-        candidate_tokens = flat_indices % vocab_size
-        candidate_seqs = tf.gather(alive_seqs, candidate_beams, batch_dims=1)
-        position = tf.one_hot(index + 1, max_length + 1, on_value=True, off_value=False, dtype=tf.bool)
-        candidate_seqs = tf.where(position[None, None, :], candidate_tokens[:, :, None], candidate_seqs)
+        candidate_beams = flat_indices // row_k
+        candidate_tokens = tf.gather(tf.reshape(row_tokens, [batch_size, K * row_k]), flat_indices, batch_dims=1)
+        candidate_seqs = tf.concat(
+            [tf.gather(alive_seqs, candidate_beams, batch_dims=1), candidate_tokens[:, :, None]], axis=2
+        )
         candidate_finished = tf.equal(candidate_tokens, eos_id)
 
         # Alive: the K best candidates that did not just finish.
@@ -113,20 +155,24 @@ def beam_search(
         parent_beams = tf.gather(candidate_beams, alive_choice, batch_dims=1)  # [B, K]
         reorder = lambda t: _reorder(t, parent_beams, batch_size, K)  # noqa: E731
         state = reorder_state(state, reorder) if reorder_state else tf.nest.map_structure(reorder, state)
+        filter_state = tf.nest.map_structure(reorder, filter_state)
 
         # Finished: the K best of the old finished set and the candidates that just ended.
-        # (a candidate grown from a masked beam carries ~NEG_INF and must not count as finished)
+        # (a candidate grown from a masked beam or token carries ~NEG_INF and must not count)
         just_finished = candidate_finished & (candidate_log_probs > NEG_INF / 2)
         new_scores = tf.where(just_finished, candidate_log_probs / length_penalty(index + 1, alpha), NEG_INF)
-        all_seqs = tf.concat([finished_seqs, candidate_seqs], axis=1)
+        all_seqs = tf.concat([tf.pad(finished_seqs, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID), candidate_seqs], axis=1)
         all_scores = tf.concat([finished_scores, new_scores], axis=1)
         all_flags = tf.concat([finished_flags, just_finished], axis=1)
         finished_scores, finished_choice = tf.math.top_k(all_scores, k=K)
         finished_seqs = tf.gather(all_seqs, finished_choice, batch_dims=1)
         finished_flags = tf.gather(all_flags, finished_choice, batch_dims=1)
-        return index + 1, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state
+        return index + 1, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, (state, filter_state)
 
-    loop_vars = (tf.constant(0), alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, initial_state)
+    loop_vars = (
+        tf.constant(0), alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags,
+        (initial_state, filter_state),
+    )
     shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
     _, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, _ = tf.while_loop(
         condition, body, loop_vars, shape_invariants=shape_invariants, maximum_iterations=max_length

@@ -67,7 +67,7 @@ class Translator(tf.Module):
             max_lengths = tf.minimum(max_lengths, self.max_position)
         encoded = self.model.encode(input_ids, training=False)
         encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, hp.beam_size), encoded)
-        cache = self.model.init_cache(encoded, tf.reduce_max(max_lengths))
+        cache = self.model.init_cache(encoded)
         result = beam_search(
             self.model.decode_step, cache, batch_size, hp.beam_size, hp.alpha, max_lengths, eos_id=EOS_ID,
             reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn),

@@ -1,6 +1,7 @@
 """Multi-head scaled dot-product attention with a fixed-size key/value cache."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 MASKED_LOGIT = -1.0e9  # added to the logits of masked keys: exp() underflows to exactly 0
@@ -23,9 +24,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Masks are boolean, True = attend, broadcastable to [batch, queries, keys].
 
-    Incremental decoding keeps keys and values of earlier positions in fixed-size caches
-    `[batch, num_heads, max_length, depth]` (`init_cache`), written at `cache_index` by
-    `call_with_cache`; static shapes let one graph serve tf.function, XLA and SavedModel.
+    Incremental decoding keeps the keys and values of the positions fed so far in caches
+    `[batch, num_heads, length, depth]` that start empty (`init_cache`) and grow by one
+    position per `call_with_cache`, so a step costs what the prefix costs, not what the
+    longest allowed output would.
     Cross-attention projects the encoder output once (`project_memory`) and then calls
     `attend` at every step.
 
@@ -86,13 +88,14 @@ class MultiHeadAttention(keras.layers.Layer):
         """Attention of `query` [B, Lq, d] over projected keys and values [B, h, Lk, depth]."""
         queries = self._split_heads(self.query_dense(query), self.key_depth)
         queries = queries * ops.cast(self.key_depth**-0.5, queries.dtype)
-        logits = ops.cast(ops.matmul(queries, ops.transpose(keys, (0, 1, 3, 2))), "float32")  # [B, h, Lq, Lk]
+        # transpose_b instead of a transposed copy of the keys (a growing cache at every step).
+        logits = ops.cast(tf.matmul(queries, keys, transpose_b=True), "float32")  # [B, h, Lq, Lk]
         if attention_mask is not None:
             # An additive bias on the (small, broadcast) mask is cheaper than a select over the
             # logits, forward and backward.
             mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [B, 1, Lq or 1, Lk]
             logits = logits + ops.where(mask, 0.0, MASKED_LOGIT)
-        weights = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
+        weights = ops.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
         context = ops.matmul(self.dropout_layer(weights, training=training), values)  # [B, h, Lq, d_v]
         batch_size, length = ops.shape(context)[0], ops.shape(context)[2]
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch_size, length, self.num_heads * self.value_depth))
@@ -104,27 +107,25 @@ class MultiHeadAttention(keras.layers.Layer):
         batch_size, length = ops.shape(projected)[0], ops.shape(projected)[1]
         return ops.transpose(ops.reshape(projected, (batch_size, length, self.num_heads, depth)), (0, 2, 1, 3))
 
-    def init_cache(self, batch_size, max_length):
-        """Zero key and value caches [B, h, max_length, d_k] and [B, h, max_length, d_v]."""
-        keys = ops.zeros((batch_size, self.num_heads, max_length, self.key_depth), self.compute_dtype)
-        values = ops.zeros((batch_size, self.num_heads, max_length, self.value_depth), self.compute_dtype)
+    def init_cache(self, batch_size):
+        """Empty key and value caches [B, h, 0, d_k] and [B, h, 0, d_v]."""
+        keys = ops.zeros((batch_size, self.num_heads, 0, self.key_depth), self.compute_dtype)
+        values = ops.zeros((batch_size, self.num_heads, 0, self.value_depth), self.compute_dtype)
         return keys, values
 
-    def call_with_cache(self, query, key_cache, value_cache, cache_index, attention_mask=None):
-        """Self-attention of the step `query` [B, 1, d] at position `cache_index`.
+    def call_with_cache(self, query, key_cache, value_cache):
+        """Self-attention of the step `query` [B, 1, d], the position after those cached.
 
-        Writes the step's key and value into the caches at `cache_index` and attends over
-        the whole cache; `attention_mask` [B or 1, 1, max_length] must hide positions after
-        `cache_index` (see `masks.cache_causal_mask`).
+        Appends the step's key and value to the caches and attends over all of them: every
+        cached position precedes the query, so no mask is needed.
 
         Returns:
-          (output [B, 1, d], updated key_cache, updated value_cache)
+          (output [B, 1, d], key_cache [B, h, t + 1, d_k], value_cache [B, h, t + 1, d_v])
         """
         step_keys, step_values = self.project_memory(query)
-        start = (0, 0, cache_index, 0)
-        key_cache = ops.slice_update(key_cache, start, ops.cast(step_keys, key_cache.dtype))
-        value_cache = ops.slice_update(value_cache, start, ops.cast(step_values, value_cache.dtype))
-        outputs = self.attend(query, key_cache, value_cache, attention_mask, training=False)
+        key_cache = ops.concatenate([key_cache, ops.cast(step_keys, key_cache.dtype)], axis=2)
+        value_cache = ops.concatenate([value_cache, ops.cast(step_values, value_cache.dtype)], axis=2)
+        outputs = self.attend(query, key_cache, value_cache, training=False)
         return outputs, key_cache, value_cache
 
     def compute_output_shape(self, query_shape, memory_shape=None):

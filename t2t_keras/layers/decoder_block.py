@@ -13,7 +13,7 @@ class DecoderBlock(EncoderBlock):
       * `call`: all target positions at once (teacher forcing), with a causal
         `self_attention_mask` [1, T, T] (`masks.causal_mask`).
       * `call_with_cache`: one position at a time, reusing the keys and values of earlier
-        positions from a fixed-size cache and the projected encoder output
+        positions from a growing cache and the projected encoder output
         (`project_memory`), which gives the same outputs as `call` at that position.
 
     `memory_mask` is bool [B, 1, S], True on real source tokens (`masks.key_padding_mask`).
@@ -41,18 +41,14 @@ class DecoderBlock(EncoderBlock):
         """The encoder output's cross-attention keys and values, computed once per sentence."""
         return self.cross_attention.project_memory(memory)
 
-    def call_with_cache(
-        self, inputs, memory_keys, memory_values, memory_mask, key_cache, value_cache, cache_index, self_attention_mask
-    ):
-        """One decoding step: `inputs` [B, 1, d] at position `cache_index`.
+    def call_with_cache(self, inputs, memory_keys, memory_values, memory_mask, key_cache, value_cache):
+        """One decoding step: `inputs` [B, 1, d] at the position after those in the caches.
 
         Returns:
-          (outputs [B, 1, d], updated key_cache, updated value_cache)
+          (outputs [B, 1, d], key_cache, value_cache), the caches one position longer
         """
         x = self.self_attention_residual.prepare(inputs)
-        x, key_cache, value_cache = self.self_attention.call_with_cache(
-            x, key_cache, value_cache, cache_index, self_attention_mask
-        )
+        x, key_cache, value_cache = self.self_attention.call_with_cache(x, key_cache, value_cache)
         x = self.self_attention_residual.finish(inputs, x, training=False)
         outputs, _ = self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, False)
         return outputs, key_cache, value_cache

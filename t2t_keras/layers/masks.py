@@ -20,7 +20,3 @@ def causal_mask(length):
     positions = ops.arange(length)
     return ops.expand_dims(positions[:, None] >= positions[None, :], axis=0)
 
-
-def cache_causal_mask(cache_index, cache_length):
-    """[1, 1, cache_length] bool for one decoding step: keys 0..cache_index are written."""
-    return ops.reshape(ops.arange(cache_length) <= cache_index, (1, 1, cache_length))

@@ -26,12 +26,12 @@ class Encoded(NamedTuple):
 class DecoderCache(NamedTuple):
     """State of incremental decoding; every field is a tensor or a tuple of one per layer.
 
-    A flat, fixed structure of fixed-shape tensors, so tf.while_loop and beam search can
-    carry and reorder it with `tf.nest`.
+    A flat, fixed structure of tensors, so tf.while_loop and beam search can carry and
+    reorder it with `tf.nest`; the self-attention caches grow by one position per step.
     """
 
-    keys: tuple  # per layer [B, h, max_length, d_k]: self-attention keys written so far
-    values: tuple  # per layer [B, h, max_length, d_v]
+    keys: tuple  # per layer [B, h, t, d_k]: self-attention keys of the t positions fed so far
+    values: tuple  # per layer [B, h, t, d_v]
     memory_keys: tuple  # per layer [B, h, S, d_k]: cross-attention keys of the encoder output
     memory_values: tuple  # per layer [B, h, S, d_v]
     memory_mask: object  # [B, 1, S] bool
@@ -58,7 +58,7 @@ class Transformer(keras.Model):
     Three separate entry points, each with one return type:
       * `call({"inputs": src, "targets": tgt})`: teacher-forced logits [B, T, V] in float32,
         where logits[:, i] predict targets[:, i] from targets[:, :i];
-      * `encode(src)` -> `Encoded`, then `init_cache(encoded, max_length)` -> `DecoderCache`;
+      * `encode(src)` -> `Encoded`, then `init_cache(encoded)` -> `DecoderCache`;
       * `decode_step(ids, index, cache)` -> (logits [B, V], cache): one cached step that
         feeds token `ids` [B] at position `index` and predicts the next token.
 
@@ -198,10 +198,11 @@ class Transformer(keras.Model):
             weights["encoder_decoder"].append(layer_weights["encoder_decoder"])
         return weights
 
-    def init_cache(self, encoded: Encoded, max_length) -> DecoderCache:
-        """An empty cache for decoding up to `max_length` target positions."""
+    def init_cache(self, encoded: Encoded) -> DecoderCache:
+        """The cache before the first decoding step: empty self-attention caches and the
+        encoder output's cross-attention keys and values."""
         batch_size = ops.shape(encoded.outputs)[0]
-        keys, values = zip(*(block.self_attention.init_cache(batch_size, max_length) for block in self.decoder_blocks))
+        keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
         memory = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
         return DecoderCache(
             keys=tuple(keys),
@@ -212,21 +213,13 @@ class Transformer(keras.Model):
         )
 
     def decode_step(self, ids, index, cache: DecoderCache):
-        """Feeds `ids` [B] at position `index`; returns (next-token logits [B, V] float32, cache)."""
+        """Feeds `ids` [B] at position `index` (= the cache's length); returns (next-token
+        logits [B, V] float32, the cache one position longer)."""
         x = self._embed(self.target_embedding, self.target_position, ids[:, None], index, training=False)
-        max_length = ops.shape(cache.keys[0])[2]
-        self_mask = masks.cache_causal_mask(index, max_length)
         keys, values = [], []
         for layer, block in enumerate(self.decoder_blocks):
             x, layer_keys, layer_values = block.call_with_cache(
-                x,
-                cache.memory_keys[layer],
-                cache.memory_values[layer],
-                cache.memory_mask,
-                cache.keys[layer],
-                cache.values[layer],
-                index,
-                self_mask,
+                x, cache.memory_keys[layer], cache.memory_values[layer], cache.memory_mask, cache.keys[layer], cache.values[layer]
             )
             keys.append(layer_keys)
             values.append(layer_values)

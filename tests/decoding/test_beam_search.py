@@ -114,6 +114,61 @@ def test_length_penalty_formula():
     assert float(length_penalty(10, 0.0)) == 1.0
 
 
+# --- a token filter restricts the choices, never the scores ---
+
+
+class MinimumLength:
+    """A TokenFilter: EOS only after `minimum` tokens, and no other token once just enough room
+    is left for EOS; its state counts the tokens each hypothesis took."""
+
+    def __init__(self, minimum, vocab_size=4):
+        self.minimum, self.vocab_size = minimum, vocab_size
+
+    def initial_state(self, rows):
+        return tf.zeros([rows], tf.int32)
+
+    def update(self, state, ids):
+        return state + 1
+
+    def allowed(self, state, room):
+        is_eos = tf.range(self.vocab_size) == EOS
+        eos_ok = (state + 1 >= self.minimum)[:, None]
+        other_ok = (room > 0)[:, None] & (tf.range(self.vocab_size) != PAD)
+        return tf.where(is_eos, eos_ok, other_ok)
+
+
+def _exhaustive(tables, max_length, alpha, minimum, keep):
+    """The `keep` best complete hypotheses of at least `minimum` tokens, by enumeration."""
+    import itertools
+
+    found = []
+    for length in range(max(minimum, 1), max_length + 1):
+        for body in itertools.product([A, B], repeat=length - 1):
+            sequence, fed, log_p = [*body, EOS], 0, 0.0
+            for step, token in enumerate(sequence):
+                log_p += np.log(tables[step][fed][token])
+                fed = token
+            found.append((log_p / lp(length, alpha), sequence))
+    found.sort(key=lambda item: -item[0])
+    return found[:keep]
+
+
+@pytest.mark.parametrize("minimum, alpha", [(1, 0.0), (3, 0.0), (3, 0.6), (4, 1.0)])
+def test_filtered_search_finds_the_exhaustive_best(minimum, alpha):
+    """Beam 8 over 2 tokens and 4 steps is exact: it must return the enumeration's best, scored
+    with the unfiltered table's log-probabilities (the filter does not renormalise)."""
+    token_filter = MinimumLength(minimum)
+    result = beam_search(
+        table_step_fn(SIMPLE), tf.zeros([8, 1]), 1, 8, alpha, tf.constant([4]), eos_id=EOS,
+        token_filter=token_filter, filter_state=token_filter.initial_state(8),
+    )
+    expected = _exhaustive(SIMPLE, 4, alpha, minimum, keep=3)
+    hypotheses = [list(ids[:length]) for ids, length in zip(result.ids.numpy()[0], result.lengths.numpy()[0])]
+    assert hypotheses[:3] == [sequence for _, sequence in expected]
+    np.testing.assert_allclose(result.scores.numpy()[0, :3], [score for score, _ in expected], rtol=1e-5)
+    assert all(len(h) >= minimum for h in hypotheses)
+
+
 # --- on the model: the cache must not change the search ---
 
 VOCAB = 40
@@ -131,7 +186,7 @@ def _sources():
 def _cached_search(model, sources, beam_size, alpha, extra_length=6):
     max_lengths = tf.reduce_sum(tf.cast(sources != 0, tf.int32), axis=1) + extra_length
     encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), model.encode(sources))
-    cache = model.init_cache(encoded, tf.reduce_max(max_lengths))
+    cache = model.init_cache(encoded)
     return beam_search(model.decode_step, cache, tf.shape(sources)[0], beam_size, alpha, max_lengths, eos_id=EOS,
                        reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn))
 

@@ -63,17 +63,15 @@ def test_fully_masked_row_is_finite():
     assert np.isfinite(outputs.numpy()).all()
 
 
-@pytest.mark.parametrize("cache_length", [L, L + 5])
-def test_cached_steps_equal_causal_full_pass(cache_length):
+def test_cached_steps_equal_causal_full_pass():
     layer = MultiHeadAttention(num_heads=4, key_depth=4, value_depth=6)
     x = _inputs()
     full = layer(x, attention_mask=masks.causal_mask(L)).numpy()
-    key_cache, value_cache = layer.init_cache(B, cache_length)
+    key_cache, value_cache = layer.init_cache(B)
     for index in range(L):
-        step, key_cache, value_cache = layer.call_with_cache(
-            x[:, index : index + 1], key_cache, value_cache, index, masks.cache_causal_mask(index, cache_length)
-        )
+        step, key_cache, value_cache = layer.call_with_cache(x[:, index : index + 1], key_cache, value_cache)
         np.testing.assert_allclose(step[:, 0].numpy(), full[:, index], atol=1e-5)
+        assert key_cache.shape == (B, 4, index + 1, 4) and value_cache.shape == (B, 4, index + 1, 6)
 
 
 def test_rejects_bad_dimensions():

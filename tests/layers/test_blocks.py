@@ -63,10 +63,9 @@ def test_decoder_cached_steps_equal_full_pass(norm_type):
     memory_mask = tf.constant([[[True] * S]] + [[[True] * 4 + [False] * 2]])
     full = block(x, memory, self_attention_mask=masks.causal_mask(T), memory_mask=memory_mask).numpy()
     memory_keys, memory_values = block.project_memory(memory)
-    key_cache, value_cache = block.self_attention.init_cache(B, T + 2)
+    key_cache, value_cache = block.self_attention.init_cache(B)
     for index in range(T):
         step, key_cache, value_cache = block.call_with_cache(
-            x[:, index : index + 1], memory_keys, memory_values, memory_mask, key_cache, value_cache, index,
-            masks.cache_causal_mask(index, T + 2),
+            x[:, index : index + 1], memory_keys, memory_values, memory_mask, key_cache, value_cache
         )
         np.testing.assert_allclose(step[:, 0].numpy(), full[:, index], atol=1e-5)

@@ -13,6 +13,3 @@ def test_padding_and_key_padding():
 def test_causal_is_lower_triangular():
     np.testing.assert_array_equal(masks.causal_mask(4)[0], np.tril(np.ones((4, 4), bool)))
 
-
-def test_cache_causal_marks_written_positions():
-    np.testing.assert_array_equal(masks.cache_causal_mask(2, 5)[0, 0], [True, True, True, False, False])

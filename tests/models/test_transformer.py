@@ -71,10 +71,10 @@ def test_cached_decoding_reproduces_teacher_forcing(variant):
     targets = _ids((2, 9), 1)
     full = _logits(model, inputs, targets)
     encoded = model.encode(inputs)
-    cache = model.init_cache(encoded, max_length=12)
+    cache = model.init_cache(encoded)
     decoder_inputs = shift_right(targets)
 
-    step = tf.function(model.decode_step)  # the graph that beam search will run
+    step = tf.function(model.decode_step, reduce_retracing=True)  # the graph that beam search will run
     for index in range(targets.shape[1]):
         logits, cache = step(decoder_inputs[:, index], tf.constant(index), cache)
         assert np.abs(logits.numpy() - full[:, index]).max() < 1e-4
