@@ -17,6 +17,8 @@ def transformer_parsing():
 
 @register_hparams()
 def transformer_parsing_tiny():
-    """4 layers of transformer_tiny's width with transformer_demo's short warmup, for tests and
-    the NLTK treebank sample on a CPU (not in the paper)."""
-    return dataclasses.replace(transformer_demo(), num_hidden_layers=4, max_length=1024)
+    """4 layers of transformer_tiny's width with transformer_demo's short warmup, for tests (not
+    in the paper). Unshared embeddings: the treebank sample has a vocabulary per side."""
+    return dataclasses.replace(
+        transformer_demo(), num_hidden_layers=4, max_length=1024, shared_embedding_and_softmax_weights=False
+    )

@@ -10,7 +10,13 @@ are read with nltk's treebank reader from .mrg files and preprocessed the standa
   parsing_english_ptb_sample  the same over NLTK's Penn Treebank sample (wsj_0001-0199):
                               --tmp_dir holds it, or, without --tmp_dir, the slice shipped
                               in problems/data/ptb_sample; files 0001-0159 train, 0160-0179
-                              dev, 0180-0199 test.
+                              dev, 0180-0199 test. Separate vocabularies: 8000 source pieces,
+                              which keep most words whole (the shared 2000-piece vocabulary
+                              split a 33-word sentence into 54), and the tree's symbols as
+                              whole words on the target side.
+
+Decoding is constrained to well-formed trees with one XX per input word
+(`parsing.tree_filter`; `--decode_hparams=constrained=false` turns it off).
 """
 
 from __future__ import annotations
@@ -91,6 +97,11 @@ class ParsingProblem(Problem):
         for _, tree in self.trees(split, tmp_dir):
             yield " ".join(tree.leaves()), linearize(tree)
 
+    def token_filter(self, vocabularies):
+        from t2t_keras.parsing.tree_filter import TreeFilter
+
+        return TreeFilter(vocabularies)
+
     def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
         """The decoded sequence as a tree over exactly the source words, on one line."""
         from t2t_keras.parsing.trees import restore, to_line
@@ -156,7 +167,8 @@ class ParsingEnglishPtbSample(ParsingProblem):
     """NLTK's WSJ sample (files 0001-0199); the shipped slice (0001-0019, 0160-0164) without --tmp_dir."""
 
     name = "parsing_english_ptb_sample"
-    vocab_spec = VocabSpec(size=2000)
+    vocab_spec = VocabSpec(size=8000, size_is_bound=True)  # the shipped slice has fewer words
+    target_vocab_spec = VocabSpec(size=100, model_type="word")  # about 30 symbols: "(NP", ")", XX
     num_shards = {"train": 1, "dev": 1}
     splits_by_file = {"train": (1, 159), "dev": (160, 179)}
 

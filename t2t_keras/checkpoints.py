@@ -2,8 +2,9 @@
 
     output_dir/
       hparams.json        the resolved HParams of the latest run
-      run.json            problem, vocabulary, every evaluation, and the best checkpoint's record
-      vocab.spm.model     a copy of that vocabulary (the directory is self-contained)
+      run.json            problem, vocabularies, every evaluation, and the best checkpoint's record
+      vocab.spm.model     a copy of the vocabulary (the directory is self-contained): the shared
+                          one, or the source's beside target.spm.model
       checkpoint, ckpt-<step>.index, ckpt-<step>.data-*   tf.train.Checkpoint files
       best/               the best checkpoint by a dev metric: a run directory of its own
       train/, eval/       TensorBoard event files
@@ -29,7 +30,7 @@ from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import HParams
 
 CHECKPOINT_PREFIX = "ckpt"
-RECORD_FILES = ("hparams.json", "run.json", "vocab.spm.model")
+RECORD_FILES = ("hparams.json", "run.json", "vocab.spm.model", "target.spm.model")
 BEST_DIR = "best"
 
 
@@ -50,20 +51,33 @@ class RunDir:
 
     @property
     def vocab_path(self) -> str:
+        """The shared vocabulary, or the source's."""
         return os.path.join(self.path, "vocab.spm.model")
+
+    @property
+    def target_vocab_path(self) -> str:
+        """The target's vocabulary, present only when it is not shared."""
+        return os.path.join(self.path, "target.spm.model")
 
     def ensure_writable(self) -> None:
         files.ensure_writable_dir(self.path, "--output_dir")
 
-    def write(self, hparams: HParams, problem_name: str, vocabulary) -> None:
+    def write(self, hparams: HParams, problem_name: str, vocabularies) -> None:
         """Records what a model in this directory is (atomically, file by file), keeping the
         evaluations and best-checkpoint record of earlier runs."""
         files.write_atomically(self.hparams_path, hparams.to_json())
         previous = self.run_info() if os.path.isfile(self.run_path) else {}
-        self.write_run_info(
-            {**previous, "problem": problem_name, "vocab_sha256": vocabulary.sha256, "vocab_size": vocabulary.size}
-        )
-        files.write_atomically(self.vocab_path, vocabulary.model_proto)
+        source, target = vocabularies
+        info = {key: value for key, value in previous.items() if not key.startswith("target_vocab_")}
+        info.update(problem=problem_name, vocab_sha256=source.sha256, vocab_size=source.size)
+        if not vocabularies.shared:
+            info.update(target_vocab_sha256=target.sha256, target_vocab_size=target.size)
+        self.write_run_info(info)
+        files.write_atomically(self.vocab_path, source.model_proto)
+        if vocabularies.shared:
+            files.remove(self.target_vocab_path)
+        else:
+            files.write_atomically(self.target_vocab_path, target.model_proto)
 
     def write_run_info(self, info: dict) -> None:
         files.write_atomically(self.run_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -89,12 +103,15 @@ class RunDir:
         """The registered problem this directory's model was trained on."""
         return registry.problem(self.run_info()["problem"])
 
-    def vocabulary(self):
-        from t2t_keras.data.tokenizers import Vocabulary
+    def vocabularies(self):
+        """The `Vocabularies` (source, target) the model was trained with."""
+        from t2t_keras.data.tokenizers import Vocabularies, Vocabulary
 
         if not os.path.isfile(self.vocab_path):
             raise UsageError(f"{self.vocab_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote.")
-        return Vocabulary.load(self.vocab_path)
+        source = Vocabulary.load(self.vocab_path)
+        separate = os.path.isfile(self.target_vocab_path)
+        return Vocabularies(source, Vocabulary.load(self.target_vocab_path) if separate else source)
 
     def checkpoints(self) -> list[str]:
         """Checkpoint paths, oldest first (as the checkpoint state file lists them)."""
@@ -142,9 +159,10 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str, max_to_k
 
 
 def build_model(run_dir: RunDir, dtype=None):
-    """The model an output_dir describes (hparams.json + vocabulary), with fresh weights."""
+    """The model an output_dir describes (hparams.json + vocabularies), with fresh weights."""
     hparams = run_dir.hparams()
-    return registry.model(hparams.model).from_hparams(hparams, run_dir.vocabulary().size, dtype=dtype)
+    source, target = run_dir.vocabularies()
+    return registry.model(hparams.model).from_hparams(hparams, source.size, target.size, dtype=dtype)
 
 
 def restore_model(run_dir: RunDir, checkpoint_path: str | None = None):
@@ -164,8 +182,9 @@ def write_weights_run_dir(source: RunDir, model, step: int, target_path: str, re
     """
     with files.atomic_path(target_path) as temporary:
         os.makedirs(temporary)
-        for name in ("hparams.json", "vocab.spm.model"):
-            files.copy_atomically(os.path.join(source.path, name), os.path.join(temporary, name))
+        for name in ("hparams.json", "vocab.spm.model", "target.spm.model"):
+            if os.path.isfile(os.path.join(source.path, name)):
+                files.copy_atomically(os.path.join(source.path, name), os.path.join(temporary, name))
         info = {key: value for key, value in source.run_info().items() if key not in ("evaluations", "best")}
         RunDir(temporary).write_run_info({**info, **(record or {})})
         saved = checkpoint_manager(tf.train.Checkpoint(model=model), temporary, max_to_keep=None).save(checkpoint_number=step)

@@ -174,6 +174,9 @@ class DecodeHParams:
     extra_length: int = _field(50, DECODING, "each sentence may generate input length + extra_length tokens (EOS included)")
     sentences_per_batch: int = _field(32, DECODING, "sentences decoded together")
     return_beams: bool = _field(False, DECODING, "write every beam (tab-separated) instead of the best")
+    constrained: bool = _field(
+        True, DECODING, "apply the problem's output constraint, if it has one (parsing: only well-formed trees over the input's words)"
+    )
 
     def validated(self) -> "DecodeHParams":
         if self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0:

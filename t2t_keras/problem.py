@@ -5,7 +5,8 @@ after that is shared: `t2t-keras-datagen` trains the SentencePiece vocabulary an
 TFRecord shards into data_dir, and `dataset()` reads them back as token-budget batches.
 
 Files in data_dir, all prefixed with the problem's name:
-  {name}.spm.model                     the SentencePiece vocabulary
+  {name}.spm.model                     the SentencePiece vocabulary (shared, or the source's)
+  {name}.target.spm.model              the target's, for a problem with `target_vocab_spec`
   {name}-{split}-00000-of-0000N        TFRecord shards of tf.train.Example {inputs, targets}
   {name}.manifest.json                 written last: what a complete data_dir holds
 """
@@ -26,17 +27,24 @@ from t2t_keras.hparams_lib import DecodeHParams
 class VocabSpec:
     """How the problem's SentencePiece vocabulary is trained."""
 
-    size: int
-    model_type: str = "bpe"
-    sample_pairs: int = 1_000_000  # training pairs sampled (both sides used: one shared vocabulary)
+    size: int  # pieces (for model_type "word": at most this many words)
+    model_type: str = "bpe"  # or "unigram", or "word" (whole words, e.g. a closed set of symbols)
+    size_is_bound: bool = False  # `size` is at most (a small corpus gets fewer pieces), not exactly
+    sample_pairs: int = 1_000_000  # training pairs sampled (both sides, or the vocabulary's side)
     seed: int = 1234
 
 
 class Problem(abc.ABC):
-    """Base of every problem. Subclasses set `name`, `vocab_spec`, `num_shards` and `text_pairs`."""
+    """Base of every problem. Subclasses set `name`, `vocab_spec`, `num_shards` and `text_pairs`.
+
+    One vocabulary is shared by sources and targets unless `target_vocab_spec` is set: then
+    `vocab_spec` is trained on the sources alone and `target_vocab_spec` on the targets (the
+    model then needs shared_embedding_and_softmax_weights=false).
+    """
 
     name: ClassVar[str]
     vocab_spec: ClassVar[VocabSpec]
+    target_vocab_spec: ClassVar[VocabSpec | None] = None
     num_shards: ClassVar[dict[str, int]] = {"train": 10, "dev": 1, "test": 1}  # split -> shards
     eval_split: ClassVar[str] = "dev"
     decode_defaults: ClassVar[DecodeHParams] = DecodeHParams()
@@ -59,6 +67,11 @@ class Problem(abc.ABC):
     def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
         """A decoded sentence as the decoder writes it, and how many repairs that took."""
         return output, 0
+
+    def token_filter(self, vocabularies):
+        """The `decoding.beam_search.TokenFilter` that keeps decoded outputs well-formed, or
+        None (translation: any sequence is a translation)."""
+        return None
 
     def read_reference(self, path: str, flag: str) -> list:
         """The references for --decode_reference: one line per source line."""
@@ -83,19 +96,27 @@ class Problem(abc.ABC):
         from t2t_keras.data import manifest
         from t2t_keras.data.tfrecords import parse_examples
 
-        vocabulary = self.load_vocabulary(data_dir)
+        vocabularies = self.load_vocabularies(data_dir)
         files = manifest.shard_files(self, data_dir, self.eval_split)
         block = next(iter(tf.data.TFRecordDataset(files).take(count).batch(count)))
         inputs, targets = parse_examples(block)
-        return [vocabulary.decode(ids) for ids in inputs.to_list()], [vocabulary.decode(ids) for ids in targets.to_list()]
+        return (
+            [vocabularies.source.decode(ids) for ids in inputs.to_list()],
+            [vocabularies.target.decode(ids) for ids in targets.to_list()],
+        )
 
     @property
     def splits(self) -> list[str]:
         return list(self.num_shards)
 
-    def vocab_sentences(self, tmp_dir: str) -> list[str]:
-        """A bounded, deterministic sample of training text: reservoir-sampled pairs, both sides."""
-        spec = self.vocab_spec
+    @property
+    def shared_vocabulary(self) -> bool:
+        return self.target_vocab_spec is None
+
+    def vocab_sentences(self, tmp_dir: str, side: str = "both") -> list[str]:
+        """A bounded, deterministic sample of training text to train a vocabulary on:
+        reservoir-sampled pairs, both sides ("both") or one ("source", "target")."""
+        spec = self.target_vocab_spec if side == "target" else self.vocab_spec
         rng = random.Random(spec.seed)
         reservoir: list[tuple[str, str]] = []
         for seen, pair in enumerate(self.text_pairs("train", tmp_dir, TextStats())):
@@ -105,10 +126,14 @@ class Problem(abc.ABC):
                 slot = rng.randrange(seen + 1)
                 if slot < spec.sample_pairs:
                     reservoir[slot] = pair
-        return [sentence for pair in reservoir for sentence in pair if sentence.strip()]
+        sides = {"both": (0, 1), "source": (0,), "target": (1,)}[side]
+        return [pair[i] for pair in reservoir for i in sides if pair[i].strip()]
 
     # --- files in data_dir ---
-    def vocab_path(self, data_dir: str) -> str:
+    def vocab_path(self, data_dir: str, side: str = "source") -> str:
+        """The vocabulary file of `side` ("source" or "target"; the same file when shared)."""
+        if side == "target" and not self.shared_vocabulary:
+            return os.path.join(data_dir, f"{self.name}.target.spm.model")
         return os.path.join(data_dir, f"{self.name}.spm.model")
 
     def manifest_path(self, data_dir: str) -> str:
@@ -118,13 +143,14 @@ class Problem(abc.ABC):
         return os.path.join(data_dir, f"{self.name}-{split}")
 
     # --- reading ---
-    def load_vocabulary(self, data_dir: str):
-        """The problem's Vocabulary from a complete data_dir (UsageError otherwise)."""
+    def load_vocabularies(self, data_dir: str):
+        """The problem's `Vocabularies` (source, target) from a complete data_dir (UsageError otherwise)."""
         from t2t_keras.data import manifest
-        from t2t_keras.data.tokenizers import Vocabulary
+        from t2t_keras.data.tokenizers import Vocabularies, Vocabulary
 
         manifest.load(self, data_dir)
-        return Vocabulary.load(self.vocab_path(data_dir))
+        source = Vocabulary.load(self.vocab_path(data_dir))
+        return Vocabularies(source, source if self.shared_vocabulary else Vocabulary.load(self.vocab_path(data_dir, "target")))
 
     def dataset(self, split: str, data_dir: str, tokens_per_batch: int, training: bool, max_length: int = 0,
                 input_context=None, seed: int | None = None):

@@ -1,4 +1,4 @@
-"""t2t-keras-datagen: train a problem's vocabulary and write its TFRecord shards.
+"""t2t-keras-datagen: train a problem's vocabulary (or one per side) and write its TFRecord shards.
 
     t2t-keras-datagen --problem=translate_ende_multi30k --data_dir=~/t2t_data
     t2t-keras-datagen --problem=translate_ende_wmt14 --data_dir=~/t2t_data --tmp_dir=~/t2t_tmp

@@ -15,6 +15,7 @@ from absl import flags
 from t2t_keras import registry
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.errors import UsageError
+from t2t_keras.hparams_lib import apply_overrides
 
 
 def define_flags() -> None:
@@ -31,6 +32,11 @@ def define_flags() -> None:
     flags.DEFINE_integer(
         "eval_sentences", 100,
         "Dev sentences decoded and scored with the problem's metric (BLEU, parsing F1) at each evaluation; 0 = none.",
+    )
+    flags.DEFINE_string(
+        "decode_hparams", "",
+        "Overrides of the problem's decode defaults for the --eval_sentences decoding and --export_saved_model, "
+        "e.g. \"beam_size=4,alpha=0.6\".",
     )
     flags.DEFINE_bool("evaluate", True, "Evaluate on the dev split after each checkpoint.")
     flags.DEFINE_string(
@@ -73,7 +79,7 @@ def main(argv) -> int:
         output_dir=FLAGS.output_dir, data_dir=FLAGS.data_dir, train_steps=FLAGS.train_steps,
         eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
-        eval_sentences=FLAGS.eval_sentences, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
+        eval_sentences=FLAGS.eval_sentences, decode_hparams=FLAGS.decode_hparams, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
         start_over=FLAGS.start_over,
     )
     try:
@@ -93,7 +99,8 @@ def main(argv) -> int:
         if os.path.exists(version_path):  # a rerun of a finished job
             print(f"{version_path} is already exported.")
         else:
-            print(f"exported {export_run(FLAGS.output_dir, export_dir, problem.decode_defaults.validated())}")
+            decode_hparams = apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
+            print(f"exported {export_run(FLAGS.output_dir, export_dir, decode_hparams)}")
     return 0
 
 

@@ -40,7 +40,7 @@ def main(argv) -> int:
         target = file_decoding.translate_lines(translator, [FLAGS.sentence])[0]
         print(f"translation: {target}")
     weights, source_tokens, target_tokens = attention_plots.attention_for_pair(
-        translator.model, translator.vocabulary, FLAGS.sentence, target
+        translator.model, translator.vocabularies, FLAGS.sentence, target
     )
     paths = attention_plots.write_attention_pngs(weights, source_tokens, target_tokens, FLAGS.plot_dir)
     print(f"wrote {len(paths)} PNGs to {FLAGS.plot_dir}")

@@ -1,4 +1,4 @@
-"""Datagen: a problem's text -> SentencePiece vocabulary + TFRecord shards in data_dir.
+"""Datagen: a problem's text -> SentencePiece vocabulary (or one per side) + TFRecord shards in data_dir.
 
 Deterministic (the same input gives byte-identical files) and restartable: every file is
 written under a temporary name and renamed when complete, and the manifest comes last, so
@@ -17,7 +17,7 @@ import tqdm
 from t2t_keras import files
 from t2t_keras.data import manifest, tfrecords
 from t2t_keras.data.text_files import TextStats
-from t2t_keras.data.tokenizers import Vocabulary, train_sentencepiece
+from t2t_keras.data.tokenizers import Vocabularies, Vocabulary, train_sentencepiece
 from t2t_keras.errors import UsageError
 
 PERCENTILES = (50, 90, 99, 100)
@@ -25,7 +25,7 @@ MAX_LISTED_LINES = 20
 
 
 def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, progress: bool = True) -> dict:
-    """Writes the problem's vocabulary and shards into `data_dir`; returns the manifest.
+    """Writes the problem's vocabularies and shards into `data_dir`; returns the manifest.
 
     A complete data_dir is reused (returned as is, with "reused": True) unless `overwrite`.
     """
@@ -33,36 +33,42 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
     if not overwrite and manifest.is_complete(problem, data_dir):
         return {**manifest.load(problem, data_dir), "reused": True}
     files.remove_incomplete(data_dir, problem.name)
-    vocabulary = _vocabulary(problem, data_dir, tmp_dir, overwrite)
-    record = {
-        "vocab": {
-            "file": os.path.basename(problem.vocab_path(data_dir)),
-            "sha256": vocabulary.sha256,
-            "size": vocabulary.size,
-        },
-        "splits": {},
-    }
+    if problem.shared_vocabulary:
+        source = target = _vocabulary(problem, "both", data_dir, tmp_dir, overwrite)
+    else:
+        source = _vocabulary(problem, "source", data_dir, tmp_dir, overwrite)
+        target = _vocabulary(problem, "target", data_dir, tmp_dir, overwrite)
+    vocabularies = Vocabularies(source, target)
+    record = {"vocab": _vocab_record(source), "splits": {}}
+    if not problem.shared_vocabulary:
+        record["target_vocab"] = _vocab_record(target)
     for split in problem.splits:
-        record["splits"][split] = _write_split(problem, split, vocabulary, data_dir, tmp_dir, progress)
+        record["splits"][split] = _write_split(problem, split, vocabularies, data_dir, tmp_dir, progress)
     record["eval_files"] = [os.path.basename(path) for path in problem.write_eval_files(data_dir, tmp_dir)]
     manifest.write(problem, data_dir, record)
     return manifest.load(problem, data_dir)
 
 
-def _vocabulary(problem, data_dir: str, tmp_dir: str, overwrite: bool) -> Vocabulary:
-    """The problem's vocabulary: reused if a previous run wrote it (atomically), else trained."""
-    path = problem.vocab_path(data_dir)
+def _vocabulary(problem, side: str, data_dir: str, tmp_dir: str, overwrite: bool) -> Vocabulary:
+    """The vocabulary of `side` ("both" when shared, "source", "target"): reused if a previous
+    run wrote it (atomically), else trained."""
+    path = problem.vocab_path(data_dir, "target" if side == "target" else "source")
     if os.path.isfile(path) and not overwrite:
         return Vocabulary.load(path)
-    sentences = problem.vocab_sentences(tmp_dir)
+    sentences = problem.vocab_sentences(tmp_dir, side)
     if not sentences:
         raise UsageError(f"{problem.name}: the train split has no text to train a vocabulary on (check --tmp_dir={tmp_dir}).")
-    model_proto = train_sentencepiece(sentences, problem.vocab_spec.size, problem.vocab_spec.model_type)
+    spec = problem.target_vocab_spec if side == "target" else problem.vocab_spec
+    model_proto = train_sentencepiece(sentences, spec.size, spec.model_type, spec.size_is_bound)
     files.write_atomically(path, model_proto)
     return Vocabulary(model_proto, path)
 
 
-def _write_split(problem, split: str, vocabulary: Vocabulary, data_dir: str, tmp_dir: str, progress: bool) -> dict:
+def _vocab_record(vocabulary: Vocabulary) -> dict:
+    return {"file": os.path.basename(vocabulary.path), "sha256": vocabulary.sha256, "size": vocabulary.size}
+
+
+def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str, tmp_dir: str, progress: bool) -> dict:
     paths = tfrecords.shard_names(problem.shard_prefix(data_dir, split), problem.num_shards[split])
     stats = TextStats()
     dropped = collections.Counter()
@@ -78,8 +84,8 @@ def _write_split(problem, split: str, vocabulary: Vocabulary, data_dir: str, tmp
             if not source.strip() or not target.strip():
                 dropped["empty source or target"] += 1
                 continue
-            inputs = vocabulary.encode(source, add_eos=True)
-            targets = vocabulary.encode(target, add_eos=True)
+            inputs = vocabularies.source.encode(source, add_eos=True)
+            targets = vocabularies.target.encode(target, add_eos=True)
             shard = len(source_lengths) % len(writers)
             writers[shard].write(tfrecords.serialize_example(inputs, targets))
             pairs_per_shard[shard] += 1
@@ -106,9 +112,12 @@ def _percentiles(lengths: list[int]) -> dict:
 
 def format_summary(record: dict) -> str:
     """The closing summary datagen prints."""
+    vocabularies = " and ".join(
+        f"{record[key]['file']} ({record[key]['size']} pieces)" for key in ("vocab", "target_vocab") if key in record
+    )
     lines = [
         f"{record['problem']}: {'reused complete data' if record.get('reused') else 'wrote'} "
-        f"vocabulary {record['vocab']['file']} ({record['vocab']['size']} pieces)"
+        f"{'vocabularies' if 'target_vocab' in record else 'vocabulary'} {vocabularies}"
     ]
     for split, info in record["splits"].items():
         dropped = ", ".join(f"{n} {why}" for why, n in info["dropped"].items()) or "none"

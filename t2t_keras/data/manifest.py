@@ -1,6 +1,6 @@
 """The manifest datagen writes last: what a complete data_dir holds, checked before reading.
 
-`{problem}.manifest.json` lists the vocabulary (with its sha256) and every shard (with its
+`{problem}.manifest.json` lists the vocabulary, or both (with their sha256), and every shard (with its
 size in bytes and number of pairs). Its presence means datagen finished; readers compare
 the files against it, so a truncated shard or a replaced vocabulary is reported by name
 instead of surfacing as a wrong model.
@@ -37,14 +37,17 @@ def load(problem, data_dir: str) -> dict:
         manifest = json.load(handle)
     if manifest.get("format_version") != FORMAT_VERSION:
         raise UsageError(f"{path}: written by another version of t2t-keras; rerun t2t-keras-datagen with --overwrite.")
-    vocab_path = problem.vocab_path(data_dir)
-    if not os.path.isfile(vocab_path):
-        raise UsageError(f"{vocab_path} is missing; rerun t2t-keras-datagen --problem={problem.name} with --overwrite.")
-    if sha256_of(vocab_path) != manifest["vocab"]["sha256"]:
-        raise UsageError(
-            f"{vocab_path} does not match the vocabulary the data was encoded with; "
-            "restore it or rerun t2t-keras-datagen with --overwrite."
-        )
+    vocabularies = {"vocab": problem.vocab_path(data_dir)}
+    if not problem.shared_vocabulary:
+        vocabularies["target_vocab"] = problem.vocab_path(data_dir, "target")
+    for key, vocab_path in vocabularies.items():
+        if not os.path.isfile(vocab_path):
+            raise UsageError(f"{vocab_path} is missing; rerun t2t-keras-datagen --problem={problem.name} with --overwrite.")
+        if key not in manifest or sha256_of(vocab_path) != manifest[key]["sha256"]:
+            raise UsageError(
+                f"{vocab_path} does not match the vocabulary the data was encoded with; "
+                "restore it or rerun t2t-keras-datagen with --overwrite."
+            )
     for split in manifest["splits"].values():
         for shard in split["files"]:
             shard_path = os.path.join(data_dir, shard["name"])

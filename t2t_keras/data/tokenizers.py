@@ -1,8 +1,8 @@
 """SentencePiece vocabularies: trained with `sentencepiece`, applied in the graph with tensorflow_text.
 
-Datagen trains one model per problem and writes it into data_dir; training, decoding and
-serving then tokenise with the same `.model` file through `tensorflow_text`, so a string
-becomes the same ids everywhere.
+Datagen trains a problem's model (one shared by both sides, or one per side) and writes it
+into data_dir; training, decoding and serving then tokenise with the same `.model` files
+through `tensorflow_text`, so a string becomes the same ids everywhere.
 
 Normalisation: SentencePiece's `nmt_nfkc` rule (Unicode NFKC, plus whitespace runs folded to
 one space and trimmed). Detokenising returns the normalised text; for almost all text that
@@ -15,15 +15,24 @@ from __future__ import annotations
 
 import hashlib
 import io
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import sentencepiece
 
 from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 
-def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str = "bpe") -> bytes:
-    """A serialized SentencePiece model trained on `sentences` (deterministic for the same input)."""
+def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str = "bpe", size_is_bound: bool = False) -> bytes:
+    """A serialized SentencePiece model trained on `sentences` (deterministic for the same input).
+
+    With `size_is_bound` (always for a "word" model), `vocab_size` is an upper bound: text
+    with fewer distinct pieces (a small corpus, or a closed set of symbols) gets a smaller
+    vocabulary instead of an error. Subword models spell unknown characters as bytes.
+    """
+    options = {} if model_type == "word" else {"byte_fallback": True}
+    if size_is_bound or model_type == "word":
+        # Set only where it applies: an option set explicitly is stored in the model (its bytes would change).
+        options["hard_vocab_limit"] = False
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
@@ -35,7 +44,7 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
         unk_id=UNK_ID,
         bos_id=-1,
         character_coverage=1.0,
-        byte_fallback=True,
+        **options,
         normalization_rule_name="nmt_nfkc",
         input_sentence_size=0,  # the caller already bounded the sample
         max_sentence_length=16384,
@@ -93,3 +102,14 @@ class Vocabulary:
         import tensorflow_text
 
         return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, add_eos=add_eos, out_type="int32")
+
+
+class Vocabularies(NamedTuple):
+    """A problem's source and target vocabularies: the same `Vocabulary` twice when shared."""
+
+    source: Vocabulary
+    target: Vocabulary
+
+    @property
+    def shared(self) -> bool:
+        return self.source.sha256 == self.target.sha256

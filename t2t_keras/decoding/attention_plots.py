@@ -15,15 +15,15 @@ EOS_LABEL = "</s>"
 START_LABEL = "<s>"
 
 
-def attention_for_pair(model, vocabulary, source: str, target: str) -> tuple[dict, list[str], list[str]]:
+def attention_for_pair(model, vocabularies, source: str, target: str) -> tuple[dict, list[str], list[str]]:
     """Weights of a teacher-forced pass of (source, target) as numpy, and both token lists."""
     import tensorflow as tf
 
-    source_ids = vocabulary.encode(source, add_eos=True)
-    target_ids = vocabulary.encode(target, add_eos=True)
+    source_ids = vocabularies.source.encode(source, add_eos=True)
+    target_ids = vocabularies.target.encode(target, add_eos=True)
     weights = model.attention_weights(tf.constant([source_ids], tf.int32), tf.constant([target_ids], tf.int32))
     weights = {kind: [np.asarray(layer)[0] for layer in layers] for kind, layers in weights.items()}
-    return weights, _labels(vocabulary, source_ids), _labels(vocabulary, target_ids)
+    return weights, _labels(vocabularies.source, source_ids), _labels(vocabularies.target, target_ids)
 
 
 def _labels(vocabulary, ids):

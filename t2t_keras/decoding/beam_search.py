@@ -46,7 +46,7 @@ class TokenFilter(Protocol):
     dimension batch * beam that beam search carries and reorders with the hypotheses."""
 
     def initial_state(self, input_ids, beam_size: int):
-        """The state before any token, from the source ids [B, S] (rows tiled per beam)."""
+        """The state before any token, one row per hypothesis (B * K), from the source ids [B, S]."""
 
     def update(self, state, ids):
         """The state after each hypothesis took `ids` [B * K] (never called with the start token)."""

@@ -39,8 +39,8 @@ def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_fro
 def translate_lines(translator, lines: list[str], report: DecodeReport | None = None, progress: bool = False) -> list[str]:
     """Translations of `lines`, in their order; tab-joined beams if return_beams is set."""
     report = report or DecodeReport()
-    vocabulary, hparams = translator.vocabulary, translator.decode_hparams
-    encoded = [vocabulary.encode(line, add_eos=True) if line.strip() else None for line in lines]
+    vocabularies, hparams = translator.vocabularies, translator.decode_hparams
+    encoded = [vocabularies.source.encode(line, add_eos=True) if line.strip() else None for line in lines]
     report.empty_lines = sum(ids is None for ids in encoded)
     order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
     outputs = [""] * len(lines)
@@ -53,7 +53,7 @@ def translate_lines(translator, lines: list[str], report: DecodeReport | None = 
         result = translator.translate_ids(batch)
         beams = result["ids"].numpy()
         for row, i in enumerate(chunk):
-            texts = [vocabulary.decode(ids) for ids in (beams[row] if hparams.return_beams else beams[row, :1])]
+            texts = [vocabularies.target.decode(ids) for ids in (beams[row] if hparams.return_beams else beams[row, :1])]
             outputs[i] = "\t".join(texts)
         bar.update(len(chunk))
     bar.close()

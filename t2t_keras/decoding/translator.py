@@ -24,16 +24,22 @@ class Translator(tf.Module):
 
     Args:
       model: a built `Transformer`.
-      vocabulary: the problem's `Vocabulary` (for the text signatures).
-      decode_hparams: beam size, alpha, extra length.
+      vocabularies: the problem's `Vocabularies` (source and target; for the text signatures).
+      decode_hparams: beam size, alpha, extra length, whether to constrain.
+      token_filter: the problem's `beam_search.TokenFilter` (`Problem.token_filter`), applied
+        when decode_hparams.constrained.
     """
 
-    def __init__(self, model, vocabulary, decode_hparams: DecodeHParams):
+    def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, token_filter=None):
         super().__init__(name="translator")
         self.model = model
-        self.vocabulary = vocabulary
+        self.vocabularies = vocabularies
         self.decode_hparams = decode_hparams.validated()
-        self.tokenizer = vocabulary.tf_tokenizer(add_eos=True)
+        self.token_filter = token_filter if self.decode_hparams.constrained else None
+        self.source_tokenizer = vocabularies.source.tf_tokenizer(add_eos=True)
+        self.target_tokenizer = (
+            self.source_tokenizer if vocabularies.shared else vocabularies.target.tf_tokenizer(add_eos=True)
+        )
         self.max_position = model.hparams.max_position if model.hparams.positional_encoding == "learned" else None
 
     @classmethod
@@ -52,7 +58,8 @@ class Translator(tf.Module):
         if not isinstance(decode_hparams, DecodeHParams):
             decode_hparams = apply_overrides(problem.decode_defaults, decode_hparams or "", "decode_hparams")
         model, path = restore_model(run_dir, checkpoint_path)
-        translator = cls(model, run_dir.vocabulary(), decode_hparams)
+        vocabularies = run_dir.vocabularies()
+        translator = cls(model, vocabularies, decode_hparams, problem.token_filter(vocabularies))
         translator.checkpoint_path, translator.problem = path, problem
         return translator
 
@@ -68,9 +75,11 @@ class Translator(tf.Module):
         encoded = self.model.encode(input_ids, training=False)
         encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, hp.beam_size), encoded)
         cache = self.model.init_cache(encoded)
+        filter_state = self.token_filter.initial_state(input_ids, hp.beam_size) if self.token_filter else None
         result = beam_search(
             self.model.decode_step, cache, batch_size, hp.beam_size, hp.alpha, max_lengths, eos_id=EOS_ID,
             reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn),
+            token_filter=self.token_filter, filter_state=filter_state,
         )
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 
@@ -80,12 +89,12 @@ class Translator(tf.Module):
 
         A blank sentence gives an empty translation and score 0, as in the decoder CLI.
         """
-        input_ids = self._tokenize(inputs)
+        input_ids = self._tokenize(self.source_tokenizer, inputs)
         result = self.translate_ids(input_ids)
         best_ids = result["ids"][:, 0]
         without_eos = tf.RaggedTensor.from_tensor(best_ids, lengths=tf.maximum(result["lengths"][:, 0] - 1, 0))
         with tf.device("/device:CPU:0"):
-            outputs = self.tokenizer.detokenize(without_eos)
+            outputs = self.target_tokenizer.detokenize(without_eos)
         blank = tf.equal(tf.strings.strip(inputs), "")
         return {
             "outputs": tf.where(blank, tf.constant("", tf.string), outputs),
@@ -116,11 +125,12 @@ class Translator(tf.Module):
     )
     def score_text(self, inputs, targets):
         """log P(target | source) of raw sentence pairs -> {scores [B], lengths [B] (target tokens + EOS)}."""
-        return self.score_ids(self._tokenize(inputs), self._tokenize(targets))
+        return self.score_ids(self._tokenize(self.source_tokenizer, inputs), self._tokenize(self.target_tokenizer, targets))
 
-    def _tokenize(self, sentences):
+    @staticmethod
+    def _tokenize(tokenizer, sentences):
         """EOS-terminated, 0-padded ids [B, S] of raw sentences."""
         # The SentencePiece resource lives on one host device; with several logical CPUs the
         # placer could otherwise run the tokenizer where it does not exist.
         with tf.device("/device:CPU:0"):
-            return self.tokenizer.tokenize(sentences).to_tensor(default_value=PAD_ID)
+            return tokenizer.tokenize(sentences).to_tensor(default_value=PAD_ID)

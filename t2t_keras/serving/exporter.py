@@ -3,7 +3,8 @@
     export_dir/
       <version>/                        an integer, as TF Serving expects (default: the step)
         saved_model.pb, variables/
-        assets/vocab.spm.model          the SentencePiece model, for clients that tokenise
+        assets/vocab.spm.model          the SentencePiece model, for clients that tokenise (the
+                                        source's, beside target.spm.model when not shared)
         assets.extra/tf_serving_warmup_requests
 
 Signatures (all TensorFlow core and tensorflow_text ops, so the stock model server runs
@@ -21,7 +22,6 @@ watching export_dir never sees half an export, and an existing version is never 
 from __future__ import annotations
 
 import os
-import shutil
 
 import tensorflow as tf
 
@@ -30,7 +30,7 @@ from t2t_keras.checkpoints import RunDir, checkpoint_step
 from t2t_keras.errors import UsageError
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
-VOCAB_ASSET = "vocab.spm.model"
+VOCAB_ASSETS = ("vocab.spm.model", "target.spm.model")
 
 # Requests TF Serving replays at load time, so the first real request does not pay for
 # graph initialisation: one short sentence, one long one, and a batch.
@@ -41,7 +41,7 @@ WARMUP_BATCHES = (
 )
 
 
-def export_saved_model(translator, vocab_path: str, export_dir: str, version: int) -> str:
+def export_saved_model(translator, export_dir: str, version: int) -> str:
     """Writes `translator`'s signatures as `export_dir/<version>`; returns that path."""
     import keras
 
@@ -57,10 +57,14 @@ def export_saved_model(translator, vocab_path: str, export_dir: str, version: in
         archive.add_endpoint("translate_ids", translator.translate_ids)
         archive.add_endpoint("score", translator.score_text)
         archive.write_out(temporary, verbose=False)
-        # The graph holds the SentencePiece model itself; this copy is for clients that
-        # tokenise on their side and call translate_ids.
+        # The graph holds the SentencePiece models themselves; these copies are for clients
+        # that tokenise on their side and call translate_ids.
         os.makedirs(os.path.join(temporary, "assets"), exist_ok=True)
-        shutil.copyfile(vocab_path, os.path.join(temporary, "assets", VOCAB_ASSET))
+        vocabularies = translator.vocabularies
+        for name, vocabulary in zip(VOCAB_ASSETS, (vocabularies.source, None if vocabularies.shared else vocabularies.target)):
+            if vocabulary is not None:
+                with open(os.path.join(temporary, "assets", name), "wb") as handle:
+                    handle.write(vocabulary.model_proto)
         write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
     return final_path
 
@@ -101,4 +105,4 @@ def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path
         version = checkpoint_step(checkpoint)
     new_version_path(export_dir, version)  # fail before the slow part
     translator = Translator.from_run_dir(output_dir, decode_hparams, checkpoint)
-    return export_saved_model(translator, run_dir.vocab_path, export_dir, version)
+    return export_saved_model(translator, export_dir, version)

@@ -9,8 +9,8 @@ Every evaluation reports, over the whole dev split (or `eval_steps` batches):
                                     source is worth. About 0 means the decoder ignores the
                                     encoder (a language model of the targets);
 and, for the first `score_sentences` dev sentences, the problem's score (`Problem.score_name`:
-BLEU for translation, EVALB F1 for parsing) of their beam-search outputs, postprocessed and
-scored exactly as the decoder CLI does.
+BLEU for translation, EVALB F1 for parsing) of their beam-search outputs (the problem's
+decode defaults, or `decode_hparams`), postprocessed and scored exactly as the decoder CLI does.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ SUMS = ("loss", "nll", "shuffled_source_nll", "correct", "tokens")
 class Evaluator:
     """Computes dev metrics for the current weights of `model`."""
 
-    def __init__(self, problem, data_dir, model, vocabulary, hparams, strategy, eval_steps=0, score_sentences=100):
+    def __init__(self, problem, data_dir, model, vocabularies, hparams, strategy, eval_steps=0, score_sentences=100,
+                 decode_hparams=None):
         self.problem = problem
         self.data_dir = data_dir
         self.model = model
@@ -39,7 +40,8 @@ class Evaluator:
         self.eval_steps = eval_steps
         self.score_sentences = score_sentences
         if score_sentences:
-            self.translator = Translator(model, vocabulary, problem.decode_defaults)
+            decode_hparams = decode_hparams or problem.decode_defaults
+            self.translator = Translator(model, vocabularies, decode_hparams, problem.token_filter(vocabularies))
             self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)
 

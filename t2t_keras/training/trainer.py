@@ -29,7 +29,7 @@ from absl import logging
 from t2t_keras import registry
 from t2t_keras.checkpoints import BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step
 from t2t_keras.errors import UsageError
-from t2t_keras.hparams_lib import MODEL, HParams
+from t2t_keras.hparams_lib import MODEL, HParams, apply_overrides
 from t2t_keras.training.distribution import is_chief
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep, make_optimizer
@@ -53,6 +53,7 @@ class RunSettings:
     keep_checkpoint_max: int = 20
     log_steps: int = 100
     eval_sentences: int = 100  # dev sentences decoded and scored (BLEU, F1) at each evaluation; 0 = none
+    decode_hparams: str = ""  # overrides of the problem's decode defaults for that decoding, "beam_size=4,..."
     evaluate: bool = True
     # The dev metric that picks output_dir/best: "loss" (lowest), the problem's score (highest,
     # on eval_sentences: "bleu", "f1"), "none", or "auto" = the score when computed, else loss.
@@ -67,9 +68,15 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     chief = is_chief(strategy)
     if chief:
         run_dir.ensure_writable()
-    vocabulary = problem.load_vocabulary(settings.data_dir)  # a UsageError if datagen did not run
+    vocabularies = problem.load_vocabularies(settings.data_dir)  # a UsageError if datagen did not run
+    if not vocabularies.shared and hparams.shared_embedding_and_softmax_weights:
+        raise UsageError(
+            f"{problem.name} has separate source and target vocabularies: use an hparams set for it, or add "
+            "--hparams=shared_embedding_and_softmax_weights=false."
+        )
     best_metric = _best_metric(settings, problem.score_name)
-    _check_restart(run_dir, hparams, problem, vocabulary, settings, chief)
+    decode_hparams = apply_overrides(problem.decode_defaults, settings.decode_hparams, "--decode_hparams").validated()
+    _check_restart(run_dir, hparams, problem, vocabularies, settings, chief)
     latest = run_dir.latest_checkpoint()
     start_step = checkpoint_step(latest) if latest else 0
     if start_step >= settings.train_steps:
@@ -77,13 +84,15 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         return {"step": start_step, "already_done": True}
     best = None
     if chief:
-        run_dir.write(hparams, problem.name, vocabulary)
+        run_dir.write(hparams, problem.name, vocabularies)
         if best_metric:
             best = BestCheckpoint(run_dir, best_metric, higher_is_better=best_metric != "loss")
             best.recover()
 
     with strategy.scope():
-        model = registry.model(hparams.model).from_hparams(hparams, vocabulary.size, dtype=hparams.mixed_precision)
+        model = registry.model(hparams.model).from_hparams(
+            hparams, vocabularies.source.size, vocabularies.target.size, dtype=hparams.mixed_precision
+        )
         optimizer = make_optimizer(hparams)
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
@@ -100,8 +109,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         )
     )
     evaluator = (
-        Evaluator(problem, settings.data_dir, model, vocabulary, hparams, strategy, settings.eval_steps,
-                  settings.eval_sentences if chief else 0)
+        Evaluator(problem, settings.data_dir, model, vocabularies, hparams, strategy, settings.eval_steps,
+                  settings.eval_sentences if chief else 0, decode_hparams)
         if settings.evaluate else None
     )
     writers = _summary_writers(run_dir.path, chief)
@@ -129,7 +138,7 @@ def _best_metric(settings: RunSettings, score_name: str) -> str | None:
     return choice
 
 
-def _check_restart(run_dir, hparams, problem, vocabulary, settings, chief) -> None:
+def _check_restart(run_dir, hparams, problem, vocabularies, settings, chief) -> None:
     """Refuses to continue an output_dir holding another architecture, problem or vocabulary."""
     if not run_dir.exists():
         return
@@ -150,12 +159,15 @@ def _check_restart(run_dir, hparams, problem, vocabulary, settings, chief) -> No
             f"--output_dir={run_dir.path} was trained on {info['problem']}, not {problem.name}; "
             "use another --output_dir or --start_over."
         )
-    if info["vocab_sha256"] != vocabulary.sha256:
-        raise UsageError(
-            f"the vocabulary in --data_dir={settings.data_dir} ({vocabulary.size} pieces) is not the one the model in "
-            f"--output_dir={run_dir.path} was trained with ({info['vocab_size']} pieces); use the original data_dir, "
-            "or --start_over."
-        )
+    for side, key, vocabulary in (("source", "vocab", vocabularies.source), ("target", "target_vocab", vocabularies.target)):
+        # A shared vocabulary is recorded once, under "vocab".
+        sha256, size = info.get(f"{key}_sha256", info["vocab_sha256"]), info.get(f"{key}_size", info["vocab_size"])
+        if vocabulary.sha256 != sha256:
+            name = "vocabulary" if vocabularies.shared else f"{side} vocabulary"
+            raise UsageError(
+                f"the {name} in --data_dir={settings.data_dir} ({vocabulary.size} pieces) is not the one the model in "
+                f"--output_dir={run_dir.path} was trained with ({size} pieces); use the original data_dir, or --start_over."
+            )
     for line in previous.differences(hparams):
         logging.info("Training hparam changed since the last run: %s", line)
 

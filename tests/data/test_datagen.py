@@ -196,14 +196,14 @@ def test_vocabulary_that_does_not_match_the_data(slice_data_dir):
     with open(vocab, "ab") as handle:
         handle.write(b"\0")
     with pytest.raises(UsageError, match=r"translate_ende_slice.spm.model does not match the vocabulary the data was encoded with"):
-        SliceProblem().load_vocabulary(slice_data_dir)
+        SliceProblem().load_vocabularies(slice_data_dir)
 
 
 def test_manifest_records_the_vocabulary(slice_data_dir):
     with open(os.path.join(slice_data_dir, "translate_ende_slice.manifest.json")) as handle:
         record = json.load(handle)
     assert record["vocab"]["size"] == 1000
-    assert record["vocab"]["sha256"] == SliceProblem().load_vocabulary(slice_data_dir).sha256
+    assert record["vocab"]["sha256"] == SliceProblem().load_vocabularies(slice_data_dir).source.sha256
 
 
 def test_cli_one_line_errors(tmp_path):

@@ -26,7 +26,7 @@ def _nmt_nfkc(text):
 
 @pytest.fixture(scope="module")
 def vocabulary(multi30k_data_dir):
-    return registry.problem("translate_ende_multi30k").load_vocabulary(multi30k_data_dir)
+    return registry.problem("translate_ende_multi30k").load_vocabularies(multi30k_data_dir).source
 
 
 @pytest.mark.parametrize("language", ["en", "de"])

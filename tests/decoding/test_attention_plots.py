@@ -17,7 +17,7 @@ SOURCE, TARGET = "Two dogs play in the snow.", "Zwei Hunde spielen im Schnee."
 def weights_and_tokens(trained_output_dir):
     run_dir = RunDir(trained_output_dir)
     model, _ = restore_model(run_dir)
-    return model, attention_plots.attention_for_pair(model, run_dir.vocabulary(), SOURCE, TARGET)
+    return model, attention_plots.attention_for_pair(model, run_dir.vocabularies(), SOURCE, TARGET)
 
 
 def test_weights_are_distributions_and_the_decoder_is_causal(weights_and_tokens):

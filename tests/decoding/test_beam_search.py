@@ -124,8 +124,8 @@ class MinimumLength:
     def __init__(self, minimum, vocab_size=4):
         self.minimum, self.vocab_size = minimum, vocab_size
 
-    def initial_state(self, rows):
-        return tf.zeros([rows], tf.int32)
+    def initial_state(self, input_ids, beam_size):
+        return tf.zeros([tf.shape(input_ids)[0] * beam_size], tf.int32)
 
     def update(self, state, ids):
         return state + 1
@@ -160,7 +160,7 @@ def test_filtered_search_finds_the_exhaustive_best(minimum, alpha):
     token_filter = MinimumLength(minimum)
     result = beam_search(
         table_step_fn(SIMPLE), tf.zeros([8, 1]), 1, 8, alpha, tf.constant([4]), eos_id=EOS,
-        token_filter=token_filter, filter_state=token_filter.initial_state(8),
+        token_filter=token_filter, filter_state=token_filter.initial_state(tf.zeros([1, 3]), 8),
     )
     expected = _exhaustive(SIMPLE, 4, alpha, minimum, keep=3)
     hypotheses = [list(ids[:length]) for ids, length in zip(result.ids.numpy()[0], result.lengths.numpy()[0])]

@@ -27,12 +27,12 @@ def _val(language, count):
 def translator(trained_output_dir):
     run_dir = RunDir(trained_output_dir)
     model, _ = restore_model(run_dir)
-    return Translator(model, run_dir.vocabulary(), DecodeHParams(beam_size=4, alpha=0.6, extra_length=10, sentences_per_batch=32))
+    return Translator(model, run_dir.vocabularies(), DecodeHParams(beam_size=4, alpha=0.6, extra_length=10, sentences_per_batch=32))
 
 
 def test_alone_and_in_a_batch_of_32_mixed_lengths_agree(translator):
     sentences = _val("en", 32)
-    vocabulary = translator.vocabulary
+    vocabulary = translator.vocabularies.source
     encoded = [vocabulary.encode(s) + [EOS_ID] for s in sentences]
     assert len({len(e) for e in encoded}) > 5  # really mixed lengths
     batch = np.zeros([32, max(map(len, encoded))], np.int32)
@@ -64,7 +64,7 @@ def test_text_signature_equals_python_path(translator):
 def test_return_beams(trained_output_dir):
     run_dir = RunDir(trained_output_dir)
     model, _ = restore_model(run_dir)
-    beams = Translator(model, run_dir.vocabulary(), DecodeHParams(beam_size=3, extra_length=5, return_beams=True))
+    beams = Translator(model, run_dir.vocabularies(), DecodeHParams(beam_size=3, extra_length=5, return_beams=True))
     (output,) = file_decoding.translate_lines(beams, ["A dog runs."])
     assert len(output.split("\t")) == 3
 
@@ -103,7 +103,7 @@ def test_file_with_empty_long_and_invalid_utf8_lines(trained_output_dir, tmp_pat
     assert lines[1] == "" and lines[4] == ""
     # Each line is what that line translates to on its own (so order is kept).
     run_dir = RunDir(trained_output_dir)
-    alone = Translator(restore_model(run_dir)[0], run_dir.vocabulary(), DecodeHParams(beam_size=2, extra_length=5))
+    alone = Translator(restore_model(run_dir)[0], run_dir.vocabularies(), DecodeHParams(beam_size=2, extra_length=5))
     for i, text in ((0, "A dog runs."), (2, "Two women \ufffd\ufffd sing."), (3, long_line), (5, "A man rides a bike.")):
         assert lines[i] == file_decoding.translate_lines(alone, [text])[0]
     assert "decoded 6 lines" in result.stderr and "(2 empty)" in result.stderr
@@ -124,7 +124,7 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         ([f"--output_dir={empty}", f"--decode_from_file={source}"], "error: " + str(empty / "hparams.json") + " is missing"),
         ([f"--output_dir={tmp_path / 'no_ckpt'}", f"--decode_from_file={source}"], f"error: --output_dir={tmp_path / 'no_ckpt'} has no checkpoint yet; train first"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_sise=2"],
-         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, sentences_per_batch, return_beams."),
+         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, sentences_per_batch, return_beams, constrained."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=0"], "error: --decode_hparams: need beam_size >= 1"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={tmp_path / 'missing.en'}"], "error: --decode_from_file="),
         ([f"--output_dir={trained_output_dir}"], "error: say what to decode"),

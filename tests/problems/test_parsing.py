@@ -1,6 +1,7 @@
 """The Penn Treebank parsing problems: reading, datagen, decoding and scoring end to end."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -8,11 +9,14 @@ import sys
 import pytest
 
 from t2t_keras import registry
+from t2t_keras.checkpoints import RunDir, restore_model
 from t2t_keras.data import datagen
+from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.data.text_files import TextStats
 from t2t_keras.evaluation.evalb import read_trees
 from t2t_keras.problems.parsing_english import PTB_SAMPLE_DIR
 from t2t_keras.training import trainer
+from t2t_keras.training.evaluator import Evaluator
 from tests.testing import assert_one_line_error
 
 
@@ -57,6 +61,18 @@ def test_datagen_writes_shards_and_the_dev_words_and_gold_trees(tmp_path):
     trees = read_trees(str(tmp_path / "parsing_english_ptb_sample-dev.trees"))
     assert len(words) == len(trees) == 67
     assert all(line == " ".join(tree.leaves()) for line, tree in zip(words, trees))
+
+    # A vocabulary per side: source pieces that keep most words whole, and the tree's symbols
+    # as whole-word pieces on the target side (what the constrained search reads).
+    vocabularies = problem.load_vocabularies(str(tmp_path))
+    assert not vocabularies.shared and manifest["target_vocab"]["sha256"] == vocabularies.target.sha256
+    symbols = set(vocabularies.target.pieces(range(3, vocabularies.target.size)))
+    assert {"▁XX", "▁)", "▁(S", "▁(NP", "▁(VP"} <= symbols and all(p == "▁)" or p == "▁XX" or p.startswith("▁(") for p in symbols)
+    train_sources = [source for source, _ in problem.text_pairs("train", None, TextStats())]
+    pieces = sum(len(vocabularies.source.encode(line)) for line in train_sources)
+    assert pieces < 1.1 * sum(len(line.split()) for line in train_sources), pieces
+    target_ids = vocabularies.target.encode("(S (NP XX XX ) XX )")
+    assert vocabularies.target.pieces(target_ids) == ["▁(S", "▁(NP", "▁XX", "▁XX", "▁)", "▁XX", "▁)"]
 
 
 def test_bad_input_is_one_line(tmp_path):
@@ -104,3 +120,15 @@ def test_train_decode_and_score_end_to_end(tmp_path):
     parsed = read_trees(str(tmp_path / "dev.parsed"))
     assert [tree.leaves() for tree in parsed] == [line.split() for line in words]
     assert "EVALB all: F1 " in result.stderr and "(6 sentences, 0 errors)" in result.stderr
+    assert "repairs" not in result.stderr  # the constrained search only ever finishes trees
+    decoder_f1 = float(re.search(r"EVALB all: F1 ([\d.]+)", result.stderr).group(1))
+
+    # The trainer's dev score: EVALB F1 of the same decoding (never BLEU of tree strings).
+    model, _ = restore_model(RunDir(str(output_dir)))
+    evaluator = Evaluator(
+        problem, str(data_dir), model, problem.load_vocabularies(str(data_dir)), hparams, tf.distribute.OneDeviceStrategy("/cpu:0"),
+        eval_steps=1, score_sentences=6, decode_hparams=DecodeHParams(beam_size=2, alpha=0.3, extra_length=30),
+    )
+    metrics = evaluator.evaluate()
+    assert "bleu" not in metrics
+    assert metrics["f1"] == pytest.approx(decoder_f1, abs=0.01)

@@ -30,7 +30,7 @@ class CopyProblem(Problem):
 
 @pytest.fixture(scope="module")
 def copy_run(tmp_path_factory):
-    """(problem, data_dir, model, hparams) after 150 updates on the copy task."""
+    """(problem, data_dir, model, hparams) after 300 updates on the copy task."""
     problem = CopyProblem()
     data_dir = str(tmp_path_factory.mktemp("copy_data"))
     datagen.generate(problem, data_dir, None, progress=False)
@@ -40,8 +40,8 @@ def copy_run(tmp_path_factory):
         "learning_rate_warmup_steps=30,learning_rate=0.2,layer_prepostprocess_dropout=0.0",
     )
     settings = trainer.RunSettings(
-        output_dir=str(tmp_path_factory.mktemp("copy_run")), data_dir=data_dir, train_steps=150,
-        save_checkpoints_steps=150, log_steps=150, evaluate=False,
+        output_dir=str(tmp_path_factory.mktemp("copy_run")), data_dir=data_dir, train_steps=300, seed=1,
+        save_checkpoints_steps=300, log_steps=300, evaluate=False,
     )
     trainer.train(problem, hparams, settings, tf.distribute.OneDeviceStrategy("/cpu:0"))
     from t2t_keras.checkpoints import RunDir, restore_model
@@ -52,7 +52,7 @@ def copy_run(tmp_path_factory):
 
 def _evaluator(copy_run, score_sentences=0):
     problem, data_dir, model, hparams = copy_run
-    return Evaluator(problem, data_dir, model, problem.load_vocabulary(data_dir), hparams,
+    return Evaluator(problem, data_dir, model, problem.load_vocabularies(data_dir), hparams,
                      tf.distribute.OneDeviceStrategy("/cpu:0"), score_sentences=score_sentences)
 
 

@@ -41,7 +41,8 @@ def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path)
     run_dir = RunDir(tmp_path / "run")
     assert run_dir.hparams() == _hparams()
     assert run_dir.run_info()["problem"] == "translate_ende_multi30k"
-    assert run_dir.vocabulary().sha256 == registry.problem("translate_ende_multi30k").load_vocabulary(multi30k_data_dir).sha256
+    expected = registry.problem("translate_ende_multi30k").load_vocabularies(multi30k_data_dir)
+    assert [v.sha256 for v in run_dir.vocabularies()] == [v.sha256 for v in expected]
     assert [os.path.basename(p) for p in run_dir.checkpoints()] == ["ckpt-2", "ckpt-4"]
     assert os.listdir(tmp_path / "run" / "train") and os.listdir(tmp_path / "run" / "eval")  # TensorBoard events
     model, path = restore_model(run_dir)
