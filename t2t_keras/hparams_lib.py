@@ -32,8 +32,11 @@ MODEL = "model"
 TRAINING = "training"
 DECODING = "decoding"
 
-# Fields renamed since earlier releases: an old name gets an error naming the new one.
-RENAMED = {"batch_size": "tokens_per_batch (training) or sentences_per_batch (decoding)"}
+# Fields renamed or replaced since earlier releases: an old name gets an error naming the new one.
+RENAMED = {
+    "batch_size": "renamed to tokens_per_batch (training) or sentences_per_batch (decoding)",
+    "return_beams": "replaced by the decoder's --n_best=N flag (N hypotheses per input; --with_scores adds log-probabilities)",
+}
 
 
 def _field(default, group: str, help: str):
@@ -173,7 +176,6 @@ class DecodeHParams:
     alpha: float = _field(0.6, DECODING, "GNMT length penalty exponent: scores are log P / ((5 + |Y|) / 6)^alpha")
     extra_length: int = _field(50, DECODING, "each sentence may generate input length + extra_length tokens (EOS included)")
     sentences_per_batch: int = _field(32, DECODING, "sentences decoded together")
-    return_beams: bool = _field(False, DECODING, "write every beam (tab-separated) instead of the best")
     constrained: bool = _field(
         True, DECODING, "apply the problem's output constraint, if it has one (parsing: only well-formed trees over the input's words)"
     )
@@ -219,7 +221,7 @@ def _field_named(key: str, source: str, config_type) -> dataclasses.Field:
     fields = {f.name: f for f in dataclasses.fields(config_type)}
     if key not in fields:
         close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-        hint = f"renamed to {RENAMED[key]}; " if key in RENAMED else f"did you mean {close[0]!r}? " if close else ""
+        hint = f"{RENAMED[key]}; " if key in RENAMED else f"did you mean {close[0]!r}? " if close else ""
         kind = "hparam" if config_type is HParams else "setting"
         raise UsageError(f"{source}: unknown {kind} {key!r}; {hint}valid: {', '.join(fields)}.")
     return fields[key]

@@ -1,23 +1,34 @@
 """Decoding text files and interactive input with a trained model.
 
 Lines are tokenised, sorted by length so that batches hold sentences of similar length,
-translated with the Translator's beam search, and written back in input order: one output
-line per input line, an empty line for an empty line. Invalid UTF-8 is replaced (U+FFFD)
-and reported with its line numbers.
+translated with the Translator's beam search, and written back in input order: the n best
+hypotheses of each line (an empty line gets empty ones), each with its log-probability. Invalid UTF-8 is replaced (U+FFFD) and reported with its line numbers.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 import tqdm
 
 from t2t_keras import files
 from t2t_keras.data.text_files import TextStats, read_lines
+from t2t_keras.errors import UsageError
 from t2t_keras.token_ids import PAD_ID
+
+
+class Hypothesis(NamedTuple):
+    """One output of beam search for one input."""
+
+    text: str
+    log_prob: float  # log P(text | input), EOS included: what the SavedModel's score signature gives
+    score: float  # what beam search ranks by: log_prob / ((5 + tokens) / 6) ** alpha
+
+
+EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)
 
 
 @dataclasses.dataclass
@@ -36,44 +47,73 @@ def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_fro
     return lines
 
 
-def translate_lines(translator, lines: list[str], report: DecodeReport | None = None, progress: bool = False) -> list[str]:
-    """Translations of `lines`, in their order; tab-joined beams if return_beams is set."""
+def translate_lines(translator, lines: list[str], report: DecodeReport | None = None, progress: bool = False,
+                    n_best: int = 1) -> list[list[Hypothesis]]:
+    """The `n_best` (at most beam_size) best hypotheses of each line, best first, in input order."""
     report = report or DecodeReport()
     vocabularies, hparams = translator.vocabularies, translator.decode_hparams
+    if not 1 <= n_best <= hparams.beam_size:
+        raise UsageError(f"--n_best={n_best}: choose 1 to beam_size ({hparams.beam_size}).")
     encoded = [vocabularies.source.encode(line, add_eos=True) if line.strip() else None for line in lines]
     report.empty_lines = sum(ids is None for ids in encoded)
     order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
-    outputs = [""] * len(lines)
-    bar = tqdm.tqdm(total=len(order), unit=" sentences", disable=not progress, file=sys.stderr, mininterval=1.0)
+    outputs = [[EMPTY] * n_best for _ in lines]
+    bar = tqdm.tqdm(total=len(lines), unit=" lines", disable=not progress, file=sys.stderr, mininterval=1.0)
+    bar.update(report.empty_lines)
     for start in range(0, len(order), hparams.sentences_per_batch):
         chunk = order[start : start + hparams.sentences_per_batch]
-        batch = np.full([len(chunk), max(len(encoded[i]) for i in chunk)], PAD_ID, np.int32)
+        result = {key: value.numpy() for key, value in translator.translate_ids(_padded([encoded[i] for i in chunk])).items()}
+        log_probs = result["scores"] * ((5.0 + result["lengths"]) / 6.0) ** hparams.alpha
         for row, i in enumerate(chunk):
-            batch[row, : len(encoded[i])] = encoded[i]
-        result = translator.translate_ids(batch)
-        beams = result["ids"].numpy()
-        for row, i in enumerate(chunk):
-            texts = [vocabularies.target.decode(ids) for ids in (beams[row] if hparams.return_beams else beams[row, :1])]
-            outputs[i] = "\t".join(texts)
+            outputs[i] = [
+                Hypothesis(vocabularies.target.decode(result["ids"][row, k]), float(log_probs[row, k]), float(result["scores"][row, k]))
+                for k in range(n_best)
+            ]
         bar.update(len(chunk))
     bar.close()
     return outputs
 
 
-def postprocess_lines(problem, sources: list[str], outputs: list[str]) -> tuple[list[str], int]:
-    """The problem's form of each output (every beam of it), and the repairs that took in all."""
-    lines, repairs = [], 0
-    for source, output in zip(sources, outputs):
+def score_lines(translator, sources: list[str], targets: list[str]) -> list[float]:
+    """log P(target | source) of each pair (EOS included), as the SavedModel's score signature."""
+    vocabularies, batch_size = translator.vocabularies, translator.decode_hparams.sentences_per_batch
+    pairs = [(vocabularies.source.encode(s, add_eos=True), vocabularies.target.encode(t, add_eos=True)) for s, t in zip(sources, targets)]
+    scores = []
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        result = translator.score_ids(_padded([s for s, _ in chunk]), _padded([t for _, t in chunk]))
+        scores += [float(score) for score in result["scores"].numpy()]
+    return scores
+
+
+def _padded(rows: list[list[int]]) -> np.ndarray:
+    batch = np.full([len(rows), max(map(len, rows))], PAD_ID, np.int32)
+    for row, ids in enumerate(rows):
+        batch[row, : len(ids)] = ids
+    return batch
+
+
+def postprocess(problem, sources: list[str], outputs: list[list[Hypothesis]]) -> tuple[list[list[Hypothesis]], int]:
+    """Every hypothesis in the problem's output form (parsing: a tree over the input's words),
+    and the repairs that took in all."""
+    processed, repairs = [], 0
+    for source, hypotheses in zip(sources, outputs):
         if not source.strip():
-            lines.append(output)
+            processed.append(hypotheses)
             continue
-        beams = []
-        for beam in output.split("\t"):
-            text, count = problem.postprocess_output(source, beam)
-            beams.append(text)
+        line = []
+        for hypothesis in hypotheses:
+            text, count = problem.postprocess_output(source, hypothesis.text)
+            line.append(hypothesis._replace(text=text))
             repairs += count
-        lines.append("\t".join(beams))
-    return lines, repairs
+        processed.append(line)
+    return processed, repairs
+
+
+def output_lines(outputs: list[list[Hypothesis]], with_scores: bool = False) -> list[str]:
+    """What the decoder writes: a line per hypothesis (n_best consecutive lines per input),
+    "<log_prob>\t<text>" with scores."""
+    return [f"{h.log_prob:.4f}\t{h.text}" if with_scores else h.text for hypotheses in outputs for h in hypotheses]
 
 
 def write_lines(path: str, lines: Iterable[str]) -> None:
@@ -90,4 +130,4 @@ def interactive(translator, read=input, write=print) -> None:
             line = read("> ")
         except EOFError:
             return
-        write(translate_lines(translator, [line])[0])
+        write(translator.translate([line])[0])

@@ -1,9 +1,14 @@
 """Translator: source ids or text -> beam search over the cached model -> target ids or text.
 
-One object serves the decoder CLI, the trainer's BLEU evaluation and the exported
+One object serves the Python API, the decoder CLI, the trainer's dev score and the exported
 SavedModel: `translate_ids`, `translate_text`, `score_ids` and `score_text` are
 tf.functions of TensorFlow and tensorflow_text ops only, so the exporter puts them into
-the graph as they are.
+the graph as they are; `translate` and `score` are their Python face:
+
+    translator = Translator.from_run_dir("out/demo/train_avg")
+    translator.translate(["A dog runs in the snow."])          # ["Ein Hund rennt im Schnee."]
+    translator.translate(["A dog runs in the snow."], n_best=2) # [[Hypothesis(text, log_prob, score), ...]]
+    translator.score(["A dog runs."], ["Ein Hund rennt."])     # [log P(target | source)]
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ class Translator(tf.Module):
         when decode_hparams.constrained.
     """
 
-    def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, token_filter=None):
+    def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, token_filter=None, problem=None):
         super().__init__(name="translator")
         self.model = model
+        self.problem = problem  # for its output form (postprocess_output); None: the raw text
         self.vocabularies = vocabularies
         self.decode_hparams = decode_hparams.validated()
         self.token_filter = token_filter if self.decode_hparams.constrained else None
@@ -49,7 +55,7 @@ class Translator(tf.Module):
 
         Restores the latest checkpoint (or `checkpoint_path`) and searches with the problem's
         decode defaults, overridden by `decode_hparams` (a DecodeHParams, or "beam_size=5,alpha=1.0").
-        The restored checkpoint's path is `checkpoint_path` and the run's problem `problem`.
+        The restored checkpoint's path is `checkpoint_path`.
         """
         from t2t_keras.checkpoints import RunDir, restore_model
 
@@ -59,9 +65,29 @@ class Translator(tf.Module):
             decode_hparams = apply_overrides(problem.decode_defaults, decode_hparams or "", "decode_hparams")
         model, path = restore_model(run_dir, checkpoint_path)
         vocabularies = run_dir.vocabularies()
-        translator = cls(model, vocabularies, decode_hparams, problem.token_filter(vocabularies))
-        translator.checkpoint_path, translator.problem = path, problem
+        translator = cls(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
+        translator.checkpoint_path = path
         return translator
+
+    def translate(self, sentences: list[str], n_best: int | None = None):
+        """The best translation of each sentence (in the problem's output form: a tree for
+        parsing), or with `n_best`, its n best `Hypothesis`es (text, log_prob, score)."""
+        from t2t_keras.decoding import file_decoding
+
+        if isinstance(sentences, str):
+            raise TypeError("translate takes a list of sentences, e.g. translate([\"A dog runs.\"]).")
+        outputs = file_decoding.translate_lines(self, list(sentences), n_best=n_best or 1)
+        if self.problem is not None:
+            outputs, _ = file_decoding.postprocess(self.problem, list(sentences), outputs)
+        return outputs if n_best else [hypotheses[0].text for hypotheses in outputs]
+
+    def score(self, sources: list[str], targets: list[str]) -> list[float]:
+        """log P(target | source) of each pair, EOS included (the SavedModel's score signature)."""
+        from t2t_keras.decoding import file_decoding
+
+        if len(sources) != len(targets):
+            raise ValueError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
+        return file_decoding.score_lines(self, list(sources), list(targets))
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
     def translate_ids(self, input_ids):

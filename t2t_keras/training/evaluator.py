@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding import file_decoding
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training.losses import smoothed_cross_entropy
@@ -41,7 +40,7 @@ class Evaluator:
         self.score_sentences = score_sentences
         if score_sentences:
             decode_hparams = decode_hparams or problem.decode_defaults
-            self.translator = Translator(model, vocabularies, decode_hparams, problem.token_filter(vocabularies))
+            self.translator = Translator(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
             self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)
 
@@ -90,6 +89,4 @@ class Evaluator:
 
     def score(self) -> float:
         """The problem's score of the beam-search outputs of the first dev sentences."""
-        outputs = file_decoding.translate_lines(self.translator, self.sources)
-        outputs, _ = file_decoding.postprocess_lines(self.problem, self.sources, outputs)
-        return self.problem.score_outputs(outputs, self.references).value
+        return self.problem.score_outputs(self.translator.translate(self.sources), self.references).value

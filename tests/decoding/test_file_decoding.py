@@ -15,6 +15,7 @@ from t2t_keras.decoding.translator import Translator
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.checkpoints import RunDir, restore_model
+from t2t_keras.errors import UsageError
 from tests.testing import assert_one_line_error
 
 
@@ -47,26 +48,38 @@ def test_alone_and_in_a_batch_of_32_mixed_lengths_agree(translator):
         np.testing.assert_allclose(float(together["scores"][row, 0]), float(alone["scores"][0, 0]), atol=1e-4)
 
 
-def test_translate_lines_keeps_order_and_empty_lines(translator):
+def test_translate_keeps_order_and_empty_lines(translator):
     lines = ["A dog runs.", "", "   ", "Two men are talking in front of a large building with many windows."]
-    outputs = file_decoding.translate_lines(translator, lines)
+    outputs = translator.translate(lines)
     assert len(outputs) == 4 and outputs[1] == "" and outputs[2] == ""
-    assert outputs[0] == file_decoding.translate_lines(translator, ["A dog runs."])[0]
-    assert outputs[3] == file_decoding.translate_lines(translator, [lines[3]])[0]
+    assert outputs[0] == translator.translate(["A dog runs."])[0]
+    assert outputs[3] == translator.translate([lines[3]])[0]
 
 
 def test_text_signature_equals_python_path(translator):
     sentences = _val("en", 5)
-    graph = [t.decode("utf-8") for t in translator.translate_text(sentences)["outputs"].numpy()]
-    assert graph == file_decoding.translate_lines(translator, sentences)
+    graph = translator.translate_text(sentences)
+    assert [t.decode("utf-8") for t in graph["outputs"].numpy()] == translator.translate(sentences)
+    best = [hypotheses[0] for hypotheses in translator.translate(sentences, n_best=1)]
+    np.testing.assert_allclose(graph["scores"].numpy(), [h.score for h in best], atol=1e-5)
 
 
-def test_return_beams(trained_output_dir):
-    run_dir = RunDir(trained_output_dir)
-    model, _ = restore_model(run_dir)
-    beams = Translator(model, run_dir.vocabularies(), DecodeHParams(beam_size=3, extra_length=5, return_beams=True))
-    (output,) = file_decoding.translate_lines(beams, ["A dog runs."])
-    assert len(output.split("\t")) == 3
+def test_n_best_log_probs_equal_the_score_path(translator):
+    """Every hypothesis's log-probability from the search equals teacher-forced scoring of it
+    (the score signature and --score_file), and the n best come in the search's order."""
+    sentences = _val("en", 6) + [""]
+    outputs = translator.translate(sentences, n_best=4)
+    assert [len(hypotheses) for hypotheses in outputs] == [4] * 7 and outputs[-1][0].text == ""
+    pairs = [(s, h) for s, hypotheses in zip(sentences[:-1], outputs) for h in hypotheses]
+    rescored = translator.score([s for s, _ in pairs], [h.text for _, h in pairs])
+    np.testing.assert_allclose([h.log_prob for _, h in pairs], rescored, atol=1e-4)
+    graph = translator.score_text([s for s, _ in pairs], [h.text for _, h in pairs])["scores"].numpy()
+    np.testing.assert_allclose(graph, rescored, atol=1e-4)
+    for hypotheses in outputs[:-1]:
+        assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
+        assert len({h.text for h in hypotheses}) > 1
+    with pytest.raises(UsageError, match="--n_best=5: choose 1 to beam_size"):
+        translator.translate(["A dog."], n_best=5)
 
 
 def test_interactive(translator):
@@ -79,7 +92,7 @@ def test_interactive(translator):
             raise EOFError from None
 
     file_decoding.interactive(translator, read=read, write=shown.append)
-    assert shown == file_decoding.translate_lines(translator, ["A dog runs.", ""])
+    assert shown == translator.translate(["A dog runs.", ""])
 
 
 def _decoder_cli(*args):
@@ -105,7 +118,7 @@ def test_file_with_empty_long_and_invalid_utf8_lines(trained_output_dir, tmp_pat
     run_dir = RunDir(trained_output_dir)
     alone = Translator(restore_model(run_dir)[0], run_dir.vocabularies(), DecodeHParams(beam_size=2, extra_length=5))
     for i, text in ((0, "A dog runs."), (2, "Two women \ufffd\ufffd sing."), (3, long_line), (5, "A man rides a bike.")):
-        assert lines[i] == file_decoding.translate_lines(alone, [text])[0]
+        assert lines[i] == alone.translate([text])[0]
     assert "decoded 6 lines" in result.stderr and "(2 empty)" in result.stderr
     assert "invalid UTF-8 replaced on 1 lines: 3" in result.stderr
     assert "BLEU = " in result.stderr and "nrefs:1" in result.stderr
@@ -117,6 +130,7 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
     empty.mkdir()
     source = tmp_path / "in.en"
     source.write_text("A dog.\n")
+    (tmp_path / "two.de").write_text("Ein Hund.\nZwei.\n")
     (tmp_path / "no_ckpt").mkdir()
     for name in ("hparams.json", "run.json", "vocab.spm.model"):
         shutil.copyfile(os.path.join(trained_output_dir, name), tmp_path / "no_ckpt" / name)
@@ -124,10 +138,35 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         ([f"--output_dir={empty}", f"--decode_from_file={source}"], "error: " + str(empty / "hparams.json") + " is missing"),
         ([f"--output_dir={tmp_path / 'no_ckpt'}", f"--decode_from_file={source}"], f"error: --output_dir={tmp_path / 'no_ckpt'} has no checkpoint yet; train first"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_sise=2"],
-         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, sentences_per_batch, return_beams, constrained."),
+         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, sentences_per_batch, constrained."),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=return_beams=true"],
+         "error: --decode_hparams: unknown setting 'return_beams'; replaced by the decoder's --n_best=N flag"),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--n_best=9"], "error: --n_best=9: choose 1 to beam_size (4)."),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--score_file={tmp_path / 'two.de'}"],
+         f"error: --score_file={tmp_path / 'two.de'} has 2 lines, --decode_from_file has 1; they must be aligned."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=0"], "error: --decode_hparams: need beam_size >= 1"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={tmp_path / 'missing.en'}"], "error: --decode_from_file="),
         ([f"--output_dir={trained_output_dir}"], "error: say what to decode"),
     ]
     for args, message in cases:
         assert_one_line_error(_decoder_cli(*args), message)
+
+
+def test_n_best_with_scores_and_score_file_on_the_command_line(trained_output_dir, tmp_path):
+    source = tmp_path / "in.en"
+    source.write_text("A dog runs.\n\nTwo women sing.\n")
+    output = tmp_path / "nbest.de"
+    run = [f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=3,extra_length=8"]
+    result = _decoder_cli(*run, f"--decode_to_file={output}", "--n_best=3", "--with_scores")
+    assert result.returncode == 0, result.stderr
+    lines = output.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 9 and lines[3:6] == ["0.0000\t"] * 3  # 3 per input line; the empty one scores 0
+    scores, texts = zip(*(line.split("\t", 1) for line in lines))
+    # The first and second best of the first line, the third of the last, scored as given pairs.
+    (tmp_path / "sources.en").write_text("A dog runs.\nA dog runs.\nTwo women sing.\n")
+    (tmp_path / "targets.de").write_text("".join(texts[i] + "\n" for i in (0, 1, 8)), encoding="utf-8")
+    run[1] = f"--decode_from_file={tmp_path / 'sources.en'}"
+    rescored = _decoder_cli(*run, f"--score_file={tmp_path / 'targets.de'}")
+    assert rescored.returncode == 0, rescored.stderr
+    assert "scored 3 pairs" in rescored.stderr
+    np.testing.assert_allclose([float(x) for x in rescored.stdout.split()], [float(scores[i]) for i in (0, 1, 8)], atol=2e-4)
