@@ -82,7 +82,8 @@ class ParsingProblem(Problem):
             if directory not in nltk.data.path:
                 nltk.data.path.append(directory)  # nltk reads only below its data paths
             reader = BracketParseCorpusReader(directory, [os.path.basename(path)])
-            with contextlib.redirect_stdout(io.StringIO()):  # nltk prints, then flattens, a bad tree
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                # nltk prints (on stdout or stderr), then flattens, a bad tree
                 parsed = list(reader.parsed_sents())
             for number, tree in enumerate(parsed, start=1):
                 if any(not isinstance(leaf, str) for leaf in tree.leaves()):

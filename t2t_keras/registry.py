@@ -20,12 +20,14 @@ closest registered ones.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.metadata
 import importlib.util
 import os
 import sys
+import traceback
 from typing import Callable, Generic, TypeVar
 
 from t2t_keras import hparams_lib
@@ -161,7 +163,7 @@ def import_usr_dir(usr_dir: str) -> None:
 
     A directory with an `__init__.py` is imported as a package (its parent goes on
     sys.path, so its modules can import each other); otherwise every `*.py` file in it is
-    imported, in name order.
+    imported, in name order. Code that fails to import is a UsageError naming its file and line.
     """
     path = os.path.abspath(os.path.expanduser(usr_dir))
     if not os.path.isdir(path):
@@ -170,7 +172,8 @@ def import_usr_dir(usr_dir: str) -> None:
         parent, package = os.path.split(path)
         if parent not in sys.path:
             sys.path.insert(0, parent)
-        importlib.import_module(package)
+        with _reported_as_usage_error(path):
+            importlib.import_module(package)
         return
     for filename in sorted(os.listdir(path)):
         if not filename.endswith(".py"):
@@ -181,4 +184,25 @@ def import_usr_dir(usr_dir: str) -> None:
         spec = importlib.util.spec_from_file_location(module_name, os.path.join(path, filename))
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
-        spec.loader.exec_module(module)
+        with _reported_as_usage_error(path):
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[module_name]
+                raise
+
+
+@contextlib.contextmanager
+def _reported_as_usage_error(usr_dir: str):
+    """An exception raised while importing user code in `usr_dir` -> a one-line UsageError
+    at the file and line where it happened (the innermost frame under `usr_dir`)."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except SyntaxError as e:
+        raise UsageError(f"{e.filename}:{e.lineno}: {e.msg} (in --t2t_usr_dir={usr_dir}); fix that line.") from None
+    except Exception as e:  # any error in user code: say where, keep it one line
+        frames = [frame for frame in traceback.extract_tb(e.__traceback__) if frame.filename.startswith(usr_dir + os.sep)]
+        where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else usr_dir
+        raise UsageError(f"{where}: {type(e).__name__}: {e} (while importing --t2t_usr_dir={usr_dir}).") from None

@@ -1,6 +1,10 @@
 """Flags every t2t-keras command shares, defined in functions so imports define no flags."""
 
+import os
+import shutil
 import sys
+import tempfile
+import warnings
 
 from absl import app, flags
 
@@ -70,18 +74,106 @@ def load_trained_run():
     return run_dir, problem, decode_hparams
 
 
+# Flags naming directories a command creates: a run that fails leaves none of them behind
+# empty (or their new parent directories).
+CREATED_DIRECTORY_FLAGS = ("output_dir", "data_dir", "avg_dir", "export_dir", "plot_dir")
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
+
+
 def run(main, define_flags) -> None:
-    """Defines the program's flags, then absl.app.run(main) with a UsageError shown as one
-    line and exit status 2."""
+    """Defines the program's flags, then absl.app.run(main), so that the output is the
+    command's own: a UsageError (or Ctrl-C) is one line and exit status 2 (130), `--help`
+    lists the command's flags, and TensorFlow's native logging, its Python INFO logs and
+    library warnings are kept off the screen unless --verbosity=1 asks for them."""
+    before = set(FLAGS)
     define_flags()
+    own_flags = sorted(set(FLAGS) - before)
+    if any(arg in ("--help", "-h", "-?", "--helpshort") for arg in sys.argv[1:]):
+        print(_help(sys.modules[main.__module__].__doc__, own_flags))
+        sys.exit(0)
 
     def guarded_main(argv):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; every option is a --flag.")
+        new_directories = _new_directories(own_flags)
+        quiet = FLAGS.verbosity < 1
+        native_log = _quiet_logging() if quiet else None
+        status = 1
         try:
-            return main(argv)
+            with warnings.catch_warnings(record=quiet) as caught:
+                status = main(argv)
+            if caught:
+                kinds = sorted({warning.category.__name__ for warning in caught})
+                print(f"({len(caught)} library warnings hidden: {', '.join(kinds)}; --verbosity=1 shows them)", file=sys.stderr)
+            return status
         except UsageError as e:
             print(f"error: {e}", file=sys.stderr)
-            return 2
+            status = 2
+            return status
+        except KeyboardInterrupt:
+            print("interrupted: finished files are kept and nothing half-written is left; rerun to continue.", file=sys.stderr)
+            status = INTERRUPTED_STATUS
+            return status
+        except BaseException:
+            if native_log is not None:  # an unexpected failure: everything TensorFlow said may help
+                native_log.seek(0)
+                sys.stderr.write(native_log.read().decode("utf-8", "replace"))
+            raise
+        finally:
+            if status:
+                _remove_if_empty(new_directories)
 
     app.run(guarded_main)
+
+
+def _help(doc: str | None, names: list[str]) -> str:
+    """The command's docstring and one line per flag of its own."""
+    lines = [(doc or "").strip(), "", "flags:"]
+    for name in names:
+        flag = FLAGS[name]
+        value = str(flag.default).lower() if isinstance(flag.default, bool) else flag.default
+        default = "" if value in (None, "") else f" (default: {value})"
+        lines.append(f"  --{name}: {' '.join(flag.help.split())}{default}")
+    lines.append("  --verbosity=1: show TensorFlow's own logging; --helpfull: every flag, absl's and TensorFlow's too")
+    return "\n".join(lines)
+
+
+def _quiet_logging():
+    """Plain progress lines (no absl prefix) and TensorFlow's Python logging at ERROR; the
+    native stderr (file descriptor 2, where TensorFlow's C++ code logs its oneDNN, CUDA
+    probing and CPU feature lines: noise on a CPU machine) goes to a temporary file, while
+    Python's sys.stderr keeps the terminal. Returns that file (shown if the command crashes)."""
+    import logging
+
+    from absl import logging as absl_logging
+
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    native_log = tempfile.TemporaryFile(prefix="t2t_keras_native_log_")
+    os.dup2(native_log.fileno(), 2)
+    sys.stderr = os.fdopen(terminal, "w", buffering=1, encoding="utf-8", errors="backslashreplace")
+    handler = absl_logging.get_absl_handler()
+    handler.python_handler.setStream(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    return native_log
+
+
+def _new_directories(names: list[str]) -> list[str]:
+    """For each directory flag of this command, the highest of its directories that does not exist yet."""
+    created = []
+    for name in names:
+        if name in CREATED_DIRECTORY_FLAGS and FLAGS[name].value:
+            path = os.path.abspath(os.path.expanduser(FLAGS[name].value))
+            while not os.path.exists(os.path.dirname(path)):
+                path = os.path.dirname(path)
+            if not os.path.exists(path):
+                created.append(path)
+    return created
+
+
+def _remove_if_empty(directories: list[str]) -> None:
+    """Removes each directory that holds nothing but empty directories."""
+    for top in directories:
+        if os.path.isdir(top) and not any(files for _, _, files in os.walk(top)):
+            shutil.rmtree(top, ignore_errors=True)

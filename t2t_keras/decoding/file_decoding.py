@@ -24,8 +24,8 @@ class Hypothesis(NamedTuple):
     """One output of beam search for one input."""
 
     text: str
-    log_prob: float  # log P(text | input), EOS included: what the SavedModel's score signature gives
-    score: float  # what beam search ranks by: log_prob / ((5 + tokens) / 6) ** alpha
+    log_prob: float  # log P(text | input), EOS included, of the text as tokenised: what the score signature gives
+    score: float  # what beam search ranked by: the log-probability of the searched pieces / ((5 + pieces) / 6) ** alpha
 
 
 EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)
@@ -57,20 +57,25 @@ def translate_lines(translator, lines: list[str], report: DecodeReport | None = 
     encoded = [vocabularies.source.encode(line, add_eos=True) if line.strip() else None for line in lines]
     report.empty_lines = sum(ids is None for ids in encoded)
     order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
-    outputs = [[EMPTY] * n_best for _ in lines]
+    texts, scores = {}, {}
     bar = tqdm.tqdm(total=len(lines), unit=" lines", disable=not progress, file=sys.stderr, mininterval=1.0)
     bar.update(report.empty_lines)
     for start in range(0, len(order), hparams.sentences_per_batch):
         chunk = order[start : start + hparams.sentences_per_batch]
-        result = {key: value.numpy() for key, value in translator.translate_ids(_padded([encoded[i] for i in chunk])).items()}
-        log_probs = result["scores"] * ((5.0 + result["lengths"]) / 6.0) ** hparams.alpha
+        result = translator.translate_ids(_padded([encoded[i] for i in chunk]))
+        ids, search_scores = result["ids"].numpy(), result["scores"].numpy()
         for row, i in enumerate(chunk):
-            outputs[i] = [
-                Hypothesis(vocabularies.target.decode(result["ids"][row, k]), float(log_probs[row, k]), float(result["scores"][row, k]))
-                for k in range(n_best)
-            ]
+            texts[i] = [vocabularies.target.decode(ids[row, k]) for k in range(n_best)]
+            scores[i] = [float(score) for score in search_scores[row, :n_best]]
         bar.update(len(chunk))
     bar.close()
+    # The log-probability of each text as the score path tokenises it: the search may have
+    # spelled a word with other pieces than the tokenizer would (same text, another score).
+    pairs = [(lines[i], text) for i in order for text in texts[i]]
+    log_probs = iter(score_lines(translator, [source for source, _ in pairs], [text for _, text in pairs]))
+    outputs = [[EMPTY] * n_best for _ in lines]
+    for i in order:
+        outputs[i] = [Hypothesis(text, next(log_probs), score) for text, score in zip(texts[i], scores[i])]
     return outputs
 
 

@@ -1,0 +1,72 @@
+"""What every command does around its work: quiet output, one-line failures, Ctrl-C, --help."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.testing import assert_one_line_error
+
+
+def _cli(module, *args, **kwargs):
+    return subprocess.run([sys.executable, "-m", f"t2t_keras.bin.{module}", *args], capture_output=True, text=True, **kwargs)
+
+
+def test_a_successful_command_prints_no_tensorflow_start_up_lines(tmp_path):
+    result = _cli("hparams", "--hparams_set=transformer_base")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    # A command that loads TensorFlow (and tensorflow_text): only its own summary, on stdout.
+    result = _cli("datagen", "--problem=parsing_english_ptb_sample", f"--data_dir={tmp_path}", "--noprogress")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout.startswith("parsing_english_ptb_sample: wrote vocabularies")
+
+
+def test_usr_dir_that_does_not_import_is_one_line_at_its_file_and_line(tmp_path):
+    (tmp_path / "syntax").mkdir()
+    (tmp_path / "syntax" / "mine.py").write_text("import os\n\ndef broken(:\n    pass\n")
+    assert_one_line_error(_cli("hparams", f"--t2t_usr_dir={tmp_path / 'syntax'}", "--registry_help"),
+                          f"error: {tmp_path / 'syntax' / 'mine.py'}:3: invalid syntax")
+    (tmp_path / "missing").mkdir()
+    (tmp_path / "missing" / "__init__.py").write_text("from . import problems\n")
+    (tmp_path / "missing" / "problems.py").write_text("import os\nimport no_such_module_here\n")
+    assert_one_line_error(_cli("datagen", f"--t2t_usr_dir={tmp_path / 'missing'}", "--problem=x", f"--data_dir={tmp_path / 'd'}"),
+                          f"error: {tmp_path / 'missing' / 'problems.py'}:2: ModuleNotFoundError: No module named 'no_such_module_here'")
+
+
+def test_a_failed_start_leaves_no_new_directories(tmp_path):
+    output_dir = tmp_path / "new" / "run"
+    assert_one_line_error(
+        _cli("trainer", "--problem=translate_ende_multi30k", "--hparams_set=transformer_tiny",
+             f"--data_dir={tmp_path / 'no_data'}", f"--output_dir={output_dir}"),
+        f"error: --data_dir={tmp_path / 'no_data'} does not exist",
+    )
+    assert os.listdir(tmp_path) == []
+
+
+def test_ctrl_c_is_one_line_status_130_and_leaves_nothing_half_written(tmp_path):
+    command = [sys.executable, "-m", "t2t_keras.bin.datagen", "--problem=translate_ende_multi30k",
+               f"--data_dir={tmp_path}", "--noprogress"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "translate_ende_multi30k.spm.model").exists() and time.time() < deadline:
+        time.sleep(0.05)  # interrupt it while it writes the shards
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines() == [
+        "interrupted: finished files are kept and nothing half-written is left; rerun to continue."
+    ]
+    assert not [name for name in os.listdir(tmp_path) if ".incomplete" in name]
+    assert not (tmp_path / "translate_ende_multi30k.manifest.json").exists()
+
+
+def test_help_lists_the_commands_own_flags():
+    result = _cli("decoder", "--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith("t2t-keras-decoder: translate a file")
+    for line in ("  --decode_from_file: Source sentences, one per line.",
+                 "  --n_best: Hypotheses written per input line, best first (at most beam_size). (default: 1)",
+                 "  --output_dir: "):
+        assert line in result.stdout, result.stdout
+    assert "--tpu" not in result.stdout and "--xml_output_file" not in result.stdout  # not absl's or TensorFlow's
