@@ -62,7 +62,7 @@ def translate_lines(translator, lines: list[str], report: DecodeReport | None = 
     bar.update(report.empty_lines)
     for start in range(0, len(order), hparams.sentences_per_batch):
         chunk = order[start : start + hparams.sentences_per_batch]
-        result = translator.translate_ids(_padded([encoded[i] for i in chunk]))
+        result = translator.translate_ids(padded_batch([encoded[i] for i in chunk]))
         ids, search_scores = result["ids"].numpy(), result["scores"].numpy()
         for row, i in enumerate(chunk):
             texts[i] = [vocabularies.target.decode(ids[row, k]) for k in range(n_best)]
@@ -86,12 +86,13 @@ def score_lines(translator, sources: list[str], targets: list[str]) -> list[floa
     scores = []
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
-        result = translator.score_ids(_padded([s for s, _ in chunk]), _padded([t for _, t in chunk]))
+        result = translator.score_ids(padded_batch([s for s, _ in chunk]), padded_batch([t for _, t in chunk]))
         scores += [float(score) for score in result["scores"].numpy()]
     return scores
 
 
-def _padded(rows: list[list[int]]) -> np.ndarray:
+def padded_batch(rows: list[list[int]]) -> np.ndarray:
+    """Id lists as one int32 batch [len(rows), longest], 0-padded."""
     batch = np.full([len(rows), max(map(len, rows))], PAD_ID, np.int32)
     for row, ids in enumerate(rows):
         batch[row, : len(ids)] = ids

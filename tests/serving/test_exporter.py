@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
@@ -150,3 +151,19 @@ def test_bad_input_is_one_line(served, trained_output_dir, tmp_path):
     )
     assert not (tmp_path / "export").exists()
     assert_one_line_error(_cli("exporter", f"--output_dir={trained_output_dir}"), "error: --export_dir is required")
+
+
+def test_python_api_over_the_export_equals_the_in_process_one(served, trained_output_dir):
+    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.serving.exported_translator import ExportedTranslator
+
+    path, decoded = served
+    exported = ExportedTranslator(os.path.dirname(path))  # an export dir: its highest version
+    sentences = _val("en", 20)
+    assert exported.translate(sentences) == decoded
+    in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
+    for ours, theirs in zip(in_process.translate(sentences[:5] + [""], n_best=3), exported.translate(sentences[:5] + [""], n_best=3)):
+        assert [h.text for h in ours] == [h.text for h in theirs]
+        np.testing.assert_allclose([h.log_prob for h in ours], [h.log_prob for h in theirs], atol=1e-4)
+        np.testing.assert_allclose([h.score for h in ours], [h.score for h in theirs], atol=1e-4)
+    assert exported.score(["A dog runs."], [decoded[0]]) == pytest.approx(in_process.score(["A dog runs."], [decoded[0]]), abs=1e-4)

@@ -1,0 +1,80 @@
+"""The Python API over an exported SavedModel: the same `translate` and `score` as
+`Translator.from_run_dir`, from an export directory (TensorFlow and tensorflow_text only).
+
+    translator = ExportedTranslator("out/demo/export")          # its highest version, or a version dir
+    translator.translate(["A dog runs in the snow."])           # ['Ein Hund rennt im Schnee.']
+    translator.translate(["A dog runs."], n_best=2)             # [[Hypothesis(text, log_prob, score), ...]]
+    translator.score(["A dog runs."], ["Ein Hund rennt."])      # [log P(target | source)]
+
+Outputs are the model's text (a parsing export gives linearised trees, not repaired ones).
+"""
+
+from __future__ import annotations
+
+import os
+
+from t2t_keras.data.tokenizers import Vocabulary
+from t2t_keras.decoding.file_decoding import EMPTY, Hypothesis, padded_batch
+from t2t_keras.errors import UsageError
+from t2t_keras.serving.exporter import VOCAB_ASSETS
+
+
+class ExportedTranslator:
+    """Translates and scores with the signatures of an export written by t2t-keras-exporter."""
+
+    def __init__(self, export_dir: str):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the graph uses)
+
+        self.path = _version_dir(export_dir)
+        self.saved_model = tf.saved_model.load(self.path)
+        source, target = (os.path.join(self.path, "assets", name) for name in VOCAB_ASSETS)
+        self.source_vocabulary = Vocabulary.load(source)
+        self.target_vocabulary = Vocabulary.load(target) if os.path.isfile(target) else self.source_vocabulary
+
+    def translate(self, sentences: list[str], n_best: int | None = None):
+        """The best output of each sentence, or with `n_best`, its n best `Hypothesis`es."""
+        import tensorflow as tf
+
+        sentences = list(sentences)
+        if not n_best:
+            outputs = self.saved_model.signatures["serving_default"](inputs=tf.constant(sentences, tf.string))["outputs"]
+            return [text.decode("utf-8") for text in outputs.numpy()]
+        results = [[EMPTY] * n_best for _ in sentences]
+        rows = [i for i, sentence in enumerate(sentences) if sentence.strip()]
+        if not rows:
+            return results
+        ids = padded_batch([self.source_vocabulary.encode(sentences[i], add_eos=True) for i in rows])
+        found = self.saved_model.signatures["translate_ids"](input_ids=tf.constant(ids))
+        beams, scores = found["ids"].numpy(), found["scores"].numpy()
+        if n_best > beams.shape[1]:
+            raise UsageError(f"n_best={n_best}: this export keeps {beams.shape[1]} hypotheses per sentence.")
+        texts = [[self.target_vocabulary.decode(beams[row, k]) for k in range(n_best)] for row in range(len(rows))]
+        log_probs = iter(self.score([sentences[i] for i, hyps in zip(rows, texts) for _ in hyps], [t for hyps in texts for t in hyps]))
+        for row, i in enumerate(rows):
+            results[i] = [Hypothesis(text, next(log_probs), float(scores[row, k])) for k, text in enumerate(texts[row])]
+        return results
+
+    def score(self, sources: list[str], targets: list[str]) -> list[float]:
+        """log P(target | source) of each pair, EOS included."""
+        import tensorflow as tf
+
+        if len(sources) != len(targets):
+            raise ValueError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
+        if not sources:
+            return []
+        result = self.saved_model.signatures["score"](
+            inputs=tf.constant(list(sources), tf.string), targets=tf.constant(list(targets), tf.string)
+        )
+        return [float(score) for score in result["scores"].numpy()]
+
+
+def _version_dir(export_dir: str) -> str:
+    """`export_dir` if it holds a SavedModel, else its highest numbered version."""
+    if os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+        return export_dir
+    versions = [name for name in os.listdir(export_dir) if name.isdigit()] if os.path.isdir(export_dir) else []
+    if not versions:
+        raise UsageError(f"{export_dir} holds no SavedModel and no numbered version of one; export first (t2t-keras-exporter).")
+    return os.path.join(export_dir, max(versions, key=int))
+
