@@ -1,6 +1,7 @@
 """t2t-keras-bleu: BLEU of a translation file against a reference file.
 
     t2t-keras-bleu --translation=hyp.de --reference=newstest2014.de                 # sacreBLEU, detokenised
+    t2t-keras-bleu --translation=hyp.de --reference=newstest2014.de --lowercase     # the same, case-insensitive
     t2t-keras-bleu --translation=hyp.de --reference=newstest2014.de --paper_tokenized  # the paper's en-de style
 """
 
@@ -15,6 +16,7 @@ def define_flags() -> None:
     flags.DEFINE_string("reference", None, "References, one per line, aligned with --translation.")
     flags.DEFINE_bool("paper_tokenized", False, "Moses-tokenise and split compounds first, as tensor2tensor's get_ende_bleu.sh.")
     flags.DEFINE_string("language", "de", "Target language, for the Moses tokenizer of --paper_tokenized.")
+    flags.DEFINE_bool("lowercase", False, "Case-insensitive sacreBLEU (as most published Multi30k results).")
 
 
 def main(argv) -> int:
@@ -33,7 +35,7 @@ def main(argv) -> int:
         score, signature = bleu.paper_bleu(hypotheses, references, FLAGS.language)
         print(f"Moses-tokenised, compounds split: {score}  ({signature})")
     else:
-        print(bleu.sacre_bleu_score(hypotheses, references).report)
+        print(bleu.sacre_bleu_score(hypotheses, references, FLAGS.lowercase).report)
     return 0
 
 

@@ -23,16 +23,16 @@ class Score(NamedTuple):
     report: str
 
 
-def sacre_bleu(hypotheses: list[str], references: list[str]):
-    """sacreBLEU's BLEUScore (default 13a tokenisation) and its signature string."""
-    metric = sacrebleu.metrics.BLEU()
+def sacre_bleu(hypotheses: list[str], references: list[str], lowercase: bool = False):
+    """sacreBLEU's BLEUScore (default 13a tokenisation; cased unless `lowercase`) and its signature string."""
+    metric = sacrebleu.metrics.BLEU(lowercase=lowercase)
     score = metric.corpus_score(hypotheses, [references])
     return score, str(metric.get_signature())
 
 
-def sacre_bleu_score(hypotheses: list[str], references: list[str]) -> Score:
+def sacre_bleu_score(hypotheses: list[str], references: list[str], lowercase: bool = False) -> Score:
     """Detokenised sacreBLEU as a Score: what the trainer, the decoder and t2t-keras-bleu report."""
-    score, signature = sacre_bleu(hypotheses, references)
+    score, signature = sacre_bleu(hypotheses, references, lowercase)
     return Score(score.score, f"{score}  ({signature})")
 
 

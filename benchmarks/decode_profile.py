@@ -1,0 +1,98 @@
+"""Where a beam-search decode step's time goes, on decode_speed.py's setup.
+
+    .venv/bin/python benchmarks/decode_profile.py
+
+Times three graphs over the same 30 steps (tiny shape, 64 sentences x beam 4 = 256
+hypotheses, sources of 20 tokens): the full search (`beam_search` over `decode_step`), the
+model alone (`decode_step` in a bare while loop, growing its cache, no search), and the
+search alone (`beam_search` over a step function that returns fixed logits). Prints one
+JSON line with the median milliseconds per step of each (median of 5 runs after a warm-up).
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_speed  # noqa: E402  (shapes, keep_freed_memory)
+
+shapes = decode_speed.shapes
+
+
+def main():
+    import dataclasses
+
+    import numpy as np
+    import tensorflow as tf
+
+    from t2t_keras import registry
+    from t2t_keras.decoding.beam_search import beam_search, tile_for_beams
+    from t2t_keras.models import Transformer
+    from t2t_keras.token_ids import EOS_ID
+
+    tf.random.set_seed(shapes.SEED)
+    dcfg = shapes.DECODE
+    shape = shapes.SHAPES[dcfg.shape]
+    hparams = dataclasses.replace(
+        registry.hparams("transformer_base"), num_hidden_layers=shape.num_layers, hidden_size=shape.d_model,
+        filter_size=shape.d_ff, num_heads=shape.num_heads,
+    )
+    model = Transformer.from_hparams(hparams, shape.vocab)
+    steps, beam = dcfg.forced_steps, dcfg.beam_size
+    sources = tf.constant(shapes.decode_sources(dcfg, shape.vocab))
+    batch = int(sources.shape[0])
+    is_eos = tf.constant(np.arange(shape.vocab) == EOS_ID)
+
+    def forced(step_fn):
+        def step(ids, index, state):
+            logits, state = step_fn(ids, index, state)
+            return tf.where(tf.equal(is_eos, index == steps - 1)[None, :], logits, -1e9), state
+
+        return step
+
+    def prepared():
+        encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam), model.encode(sources))
+        return model.init_cache(encoded)
+
+    @tf.function
+    def full():
+        return beam_search(
+            forced(model.decode_step), prepared(), batch, beam, dcfg.alpha, tf.fill([batch], 20 + dcfg.extra_len),
+            eos_id=EOS_ID, reorder_state=lambda cache, reorder_fn: cache.reorder(reorder_fn),
+        ).ids
+
+    @tf.function
+    def model_only():
+        def body(index, ids, cache):
+            logits, cache = model.decode_step(ids, index, cache)
+            return index + 1, tf.argmax(logits, axis=-1, output_type=tf.int32), cache
+
+        cache = prepared()
+        invariants = (tf.TensorShape([]), tf.TensorShape([None]), tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), cache))
+        return tf.while_loop(lambda i, *_: i < steps, body, (tf.constant(0), tf.zeros([batch * beam], tf.int32), cache),
+                             shape_invariants=invariants)[1]
+
+    fixed_logits = tf.random.stateless_normal([batch * beam, shape.vocab], seed=[1, 2])
+
+    @tf.function
+    def search_only():
+        return beam_search(forced(lambda ids, index, state: (fixed_logits, state)), (), batch, beam, dcfg.alpha,
+                           tf.fill([batch], 20 + dcfg.extra_len), eos_id=EOS_ID).ids
+
+    result = {"bench": "decode_profile", "size": dcfg.shape, "hypotheses": batch * beam, "steps": steps}
+    for name, function in (("full_ms_per_step", full), ("model_ms_per_step", model_only), ("search_ms_per_step", search_only)):
+        function()  # trace and warm up
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            function().numpy()
+            times.append(time.perf_counter() - start)
+        result[name] = round(1000 * statistics.median(times) / steps, 2)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
