@@ -120,23 +120,22 @@ def beam_search(
         state, filter_state = states
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
         logits, state = step_fn(ids, index, state)
-        logits = tf.cast(logits, tf.float32)
-        log_normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)  # [B*K, 1]
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))  # one fused kernel
         room = row_max_lengths - (index + 1)  # tokens that may still follow the one chosen now
         if token_filter is not None:
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
-            logits = tf.where(token_filter.allowed(filter_state, room), logits, NEG_INF)
+            log_probs = tf.where(token_filter.allowed(filter_state, room), log_probs, NEG_INF)
 
         # Each hypothesis's 2K best next tokens (all of a smaller vocabulary); at a sentence's
         # last position only EOS.
-        row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
-        row_logits, row_tokens = tf.math.top_k(logits, k=row_k)
+        row_k = 2 * K if log_probs.shape[-1] is None else min(2 * K, log_probs.shape[-1])
+        row_log_probs, row_tokens = tf.math.top_k(log_probs, k=row_k)
         at_limit = (room <= 0)[:, None]
         first = tf.range(row_k)[None, :] == 0
-        eos_logits = tf.gather(logits, tf.fill([tf.shape(logits)[0], 1], eos_id), batch_dims=1)
-        row_logits = tf.where(at_limit, tf.where(first, eos_logits, NEG_INF), row_logits)
+        eos_log_probs = log_probs[:, eos_id : eos_id + 1]
+        row_log_probs = tf.where(at_limit, tf.where(first, eos_log_probs, NEG_INF), row_log_probs)
         row_tokens = tf.where(at_limit, eos_id, row_tokens)
-        row_log_probs = tf.reshape(row_logits - log_normalizer, [batch_size, K, row_k])
+        row_log_probs = tf.reshape(row_log_probs, [batch_size, K, row_k])
 
         # 2K candidates per sentence from its K * 2K extensions.
         candidates = tf.reshape(alive_log_probs[:, :, None] + row_log_probs, [batch_size, K * row_k])
