@@ -11,6 +11,7 @@
 # complete: datagen and the trainer resume, later steps are skipped when their output exists.
 set -euo pipefail
 
+BIN_GIVEN=${BIN:-}
 BIN=${BIN:-.venv/bin}
 OUT=${OUT:-out/multi30k}
 HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k}
@@ -25,6 +26,7 @@ DATA=$OUT/data
 TRAIN=$OUT/train
 AVG=$OUT/train_avg
 started=$(date +%s)
+[ -n "${BIN_GIVEN:-}" ] || make --no-print-directory .venv/.installed  # the package in .venv, as make test / make demo set it up
 mkdir -p "$OUT"
 : > "$OUT/commands.sh"
 
