@@ -33,7 +33,10 @@ from t2t_keras.data.text_files import TextStats
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.problem import Problem, VocabSpec
+from t2t_keras.parsing.trees import PTB_LABELS
 from t2t_keras.registry import register_problem
+
+WORD_START = "\u2581"  # SentencePiece's word-boundary mark
 
 PTB_SAMPLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "ptb_sample")
 _MRG_NAME = re.compile(r"^wsj_(\d{2})(\d{2})\.mrg$")
@@ -47,6 +50,7 @@ class ParsingProblem(Problem):
     """
 
     splits_by_file: ClassVar[dict[str, tuple[int, int]]]
+    copy_words: ClassVar[bool] = False  # targets spell the words instead of XX (stripped before scoring)
     # The paper's parsing decode settings (section 6.3): beam 21, alpha 0.3, input + 300.
     decode_defaults = DecodeHParams(beam_size=21, alpha=0.3, extra_length=300)
     eval_split = "dev"
@@ -96,18 +100,18 @@ class ParsingProblem(Problem):
         from t2t_keras.parsing.trees import linearize
 
         for _, tree in self.trees(split, tmp_dir):
-            yield " ".join(tree.leaves()), linearize(tree)
+            yield " ".join(tree.leaves()), linearize(tree, words=self.copy_words)
 
     def token_filter(self, vocabularies):
         from t2t_keras.parsing.tree_filter import TreeFilter
 
-        return TreeFilter(vocabularies)
+        return TreeFilter(vocabularies, copy_words=self.copy_words)
 
     def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
         """The decoded sequence as a tree over exactly the source words, on one line."""
-        from t2t_keras.parsing.trees import restore, to_line
+        from t2t_keras.parsing.trees import restore, to_line, words_to_placeholders
 
-        tree, repairs = restore(output, source.split())
+        tree, repairs = restore(words_to_placeholders(output) if self.copy_words else output, source.split())
         return to_line(tree), repairs.total
 
     def read_reference(self, path: str, flag: str) -> list:
@@ -175,3 +179,17 @@ class ParsingEnglishPtbSample(ParsingProblem):
 
     def mrg_dir(self, tmp_dir: str | None) -> str:
         return tmp_dir or PTB_SAMPLE_DIR
+
+
+@register_problem()
+class ParsingEnglishPtbSampleWords(ParsingEnglishPtbSample):
+    """The NLTK sample with the words in place of XX in the targets: "(S (NP Pierre Vinken ) ...",
+    so the decoder copies each word and its attention lines up with the source; the words
+    become XX again before scoring. One shared vocabulary in which every "(LABEL" is one piece."""
+
+    name = "parsing_english_ptb_sample_words"
+    copy_words = True
+    vocab_spec = VocabSpec(
+        size=8000, size_is_bound=True, user_defined_symbols=tuple(WORD_START + "(" + label for label in PTB_LABELS) + (WORD_START + ")",)
+    )
+    target_vocab_spec = None

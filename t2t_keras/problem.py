@@ -30,6 +30,7 @@ class VocabSpec:
     size: int  # pieces (for model_type "word": at most this many words)
     model_type: str = "bpe"  # or "unigram", or "word" (whole words, e.g. a closed set of symbols)
     size_is_bound: bool = False  # `size` is at most (a small corpus gets fewer pieces), not exactly
+    user_defined_symbols: tuple = ()  # pieces always kept whole (SentencePiece's user_defined_symbols)
     sample_pairs: int = 1_000_000  # training pairs sampled (both sides, or the vocabulary's side)
     seed: int = 1234
 

@@ -59,7 +59,7 @@ def _vocabulary(problem, side: str, data_dir: str, tmp_dir: str, overwrite: bool
     if not sentences:
         raise UsageError(f"{problem.name}: the train split has no text to train a vocabulary on (check --tmp_dir={tmp_dir}).")
     spec = problem.target_vocab_spec if side == "target" else problem.vocab_spec
-    model_proto = train_sentencepiece(sentences, spec.size, spec.model_type, spec.size_is_bound)
+    model_proto = train_sentencepiece(sentences, spec.size, spec.model_type, spec.size_is_bound, spec.user_defined_symbols)
     files.write_atomically(path, model_proto)
     return Vocabulary(model_proto, path)
 

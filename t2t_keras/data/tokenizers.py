@@ -22,17 +22,21 @@ import sentencepiece
 from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 
-def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str = "bpe", size_is_bound: bool = False) -> bytes:
+def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: str = "bpe", size_is_bound: bool = False,
+                        user_defined_symbols: Iterable[str] = ()) -> bytes:
     """A serialized SentencePiece model trained on `sentences` (deterministic for the same input).
 
     With `size_is_bound` (always for a "word" model), `vocab_size` is an upper bound: text
     with fewer distinct pieces (a small corpus, or a closed set of symbols) gets a smaller
     vocabulary instead of an error. Subword models spell unknown characters as bytes.
+    `user_defined_symbols` are always one piece each (e.g. "\u2581(NP" for trees).
     """
     options = {} if model_type == "word" else {"byte_fallback": True}
     if size_is_bound or model_type == "word":
         # Set only where it applies: an option set explicitly is stored in the model (its bytes would change).
         options["hard_vocab_limit"] = False
+    if user_defined_symbols:
+        options["user_defined_symbols"] = list(user_defined_symbols)
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),

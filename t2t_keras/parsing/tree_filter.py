@@ -2,18 +2,20 @@
 
 A `beam_search.TokenFilter`: each hypothesis may take only tokens that keep it a prefix of
 a tree that can still be completed within its maximum length:
-  "(LABEL"  while words are left, inside the root (or as the root, first), at most
-            MAX_CONSTITUENTS_PER_WORD per input word in all
-  XX        while words are left, inside a constituent
-  ")"       when a constituent is open and not empty; the root only after the last word
-  EOS       once the root is closed and every word has its XX
-So every finished hypothesis is a tree with one XX per input word, at most 5 tokens per
-word long, and the search spends its beam on trees instead of on sequences that `restore`
-would have to repair (or on endless unary chains).
+  "(LABEL"  between words, while words are left, inside the root (or as the root, first),
+            at most MAX_CONSTITUENTS_PER_WORD per input word in all
+  a word    the next one, inside a constituent: XX (the paper's linearisation), or, with
+            `copy_words`, the next word's own pieces, copied from the source, in order
+  ")"       between words, when a constituent is open and not empty; the root only after
+            the last word
+  EOS       once the root is closed and every word is placed
+So every finished hypothesis is a tree over the input's words, at most 5 tokens per word
+(plus the pieces of copied words) long, and the search spends its beam on trees instead of
+on sequences that `restore` would have to repair (or on endless unary chains).
 
-Token classes come from the target vocabulary's pieces: "▁XX", "▁)" and "▁(LABEL" (a
-label that the vocabulary splits into several pieces cannot be produced). The number of
-words is the number of word-initial ("▁...") pieces of the source.
+Token classes come from the target vocabulary's pieces: "▁)", "▁(LABEL" and, without
+`copy_words`, "▁XX" (a label that the vocabulary splits into several pieces cannot be
+produced). Words are the source's word-initial ("▁...") pieces and the pieces after them.
 """
 
 from __future__ import annotations
@@ -23,69 +25,95 @@ import tensorflow as tf
 
 from t2t_keras.decoding.beam_search import tile_for_beams
 from t2t_keras.parsing.trees import CLOSE, PLACEHOLDER
-from t2t_keras.token_ids import EOS_ID
+from t2t_keras.token_ids import EOS_ID, PAD_ID
 
 WORD_START = "\u2581"  # SentencePiece's word-boundary mark
-OTHER, OPEN, WORD, SHUT, END = range(5)  # token classes; OTHER is never allowed
+OTHER, OPEN, SHUT, END = range(4)  # token classes; OTHER only as the expected next word piece
 # A tree over n words has at most n - 1 branching constituents; with unary chains the
 # NLTK sample's training trees reach 1.5 per word.
 MAX_CONSTITUENTS_PER_WORD = 2
 
 
 class TreeFilter:
-    """The parsing TokenFilter for a problem's (source, target) `Vocabularies`."""
+    """The parsing TokenFilter for a problem's (source, target) `Vocabularies`.
 
-    def __init__(self, vocabularies):
+    Args:
+      vocabularies: the problem's `Vocabularies`.
+      copy_words: targets spell the words themselves (one shared vocabulary) instead of XX.
+    """
+
+    def __init__(self, vocabularies, copy_words: bool = False):
         pieces = vocabularies.target.pieces(range(vocabularies.target.size))
         classes = np.full(len(pieces), OTHER, np.int32)
         for token, piece in enumerate(pieces):
-            if piece == WORD_START + PLACEHOLDER:
-                classes[token] = WORD
-            elif piece == WORD_START + CLOSE:
+            if piece == WORD_START + CLOSE:
                 classes[token] = SHUT
             elif piece.startswith(WORD_START + "(") and len(piece) > 2:
                 classes[token] = OPEN
         classes[EOS_ID] = END
-        if not {OPEN, WORD, SHUT} <= set(classes.tolist()):
-            raise ValueError("TreeFilter: the target vocabulary has no single pieces for '(LABEL', 'XX' and ')'.")
+        self.copy_words = copy_words
+        self.placeholder = None if copy_words else pieces.index(WORD_START + PLACEHOLDER) if WORD_START + PLACEHOLDER in pieces else -1
+        if not {OPEN, SHUT} <= set(classes.tolist()) or self.placeholder == -1:
+            raise ValueError("TreeFilter: the target vocabulary has no single pieces for '(LABEL', ')' and the words.")
         # (control pieces such as "</s>" and byte pieces "<0x41>" do not start with the mark)
         starts_word = [piece.startswith(WORD_START) for piece in vocabularies.source.pieces(range(vocabularies.source.size))]
+        self.vocab_size = len(pieces)
         self.token_classes = tf.constant(classes)
-        self.starts_word = tf.constant(np.asarray(starts_word, np.int32))
+        self.starts_word = tf.constant(np.asarray(starts_word))
 
     def initial_state(self, input_ids, beam_size: int):
-        """(words left, constituents left, open constituents, last token opened one, anything
-        taken) per hypothesis."""
-        words = tile_for_beams(tf.reduce_sum(tf.gather(self.starts_word, input_ids), axis=1), beam_size)
-        rows = tf.shape(words)[0]
-        return (words, MAX_CONSTITUENTS_PER_WORD * words, tf.zeros([rows], tf.int32), tf.zeros([rows], tf.bool), tf.zeros([rows], tf.bool))
+        """Per hypothesis: (the word tokens to place [rows, L], whether each starts a word,
+        how many, how many are placed, constituents left, open constituents, last token
+        opened one, anything taken)."""
+        real = (input_ids != PAD_ID) & (input_ids != EOS_ID)
+        length = tf.reduce_sum(tf.cast(real, tf.int32), axis=1)
+        starts = tf.gather(self.starts_word, input_ids) & real
+        if self.copy_words:
+            expected, boundary = tf.where(real, input_ids, PAD_ID), starts | ~real
+        else:  # one XX per word, each a word of its own
+            length = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
+            expected = tf.where(tf.sequence_mask(length, tf.shape(input_ids)[1]), self.placeholder, PAD_ID)
+            boundary = tf.ones_like(starts)
+        # A sentinel column: past the last word only brackets and EOS remain.
+        expected = tf.pad(expected, [[0, 0], [0, 1]], constant_values=PAD_ID)
+        boundary = tf.pad(boundary, [[0, 0], [0, 1]], constant_values=True)
+        words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
+        rows = tf.shape(input_ids)[0] * beam_size
+        tiled = [tile_for_beams(t, beam_size) for t in (expected, boundary, length, MAX_CONSTITUENTS_PER_WORD * words)]
+        return (*tiled, tf.zeros([rows], tf.int32), tf.zeros([rows], tf.int32), tf.zeros([rows], tf.bool), tf.zeros([rows], tf.bool))
 
     def update(self, state, ids):
-        words_left, constituents_left, depth, just_opened, started = state
+        expected, boundary, length, constituents_left, placed, depth, just_opened, started = state
         kind = tf.gather(self.token_classes, ids)
+        placed_word = tf.equal(ids, tf.gather(expected, placed, batch_dims=1)) & (placed < length)
         opened = tf.cast(kind == OPEN, tf.int32)
         return (
-            words_left - tf.cast(kind == WORD, tf.int32),
+            expected, boundary, length,
             constituents_left - opened,
+            placed + tf.cast(placed_word, tf.int32),
             depth + opened - tf.cast(kind == SHUT, tf.int32),
             kind == OPEN,
-            started | (kind != OTHER),
+            started | (kind != OTHER) | placed_word,
         )
 
     def allowed(self, state, room):
-        words_left, constituents_left, depth, just_opened, started = state
-        # The shortest completion after each class of token: an XX per word left, a ")" per
+        expected, boundary, length, constituents_left, placed, depth, just_opened, started = state
+        left = length - placed  # word tokens still to place
+        between = tf.gather(boundary, placed, batch_dims=1)  # brackets go only between words
+        next_starts_word = between & (left > 0)
+        # The shortest completion after each kind of token: the word tokens left, a ")" per
         # open constituent, and EOS; it must fit in the `room` left after the token.
-        fits = lambda words, open_after: words + open_after + 1 <= room  # noqa: E731
-        words = words_left > 0
+        fits = lambda tokens, open_after: tokens + open_after + 1 <= room  # noqa: E731
         by_class = tf.stack(
             [
-                tf.zeros_like(words),
-                words & (constituents_left > 0) & ((depth > 0) | ~started) & fits(words_left, depth + 1),
-                words & (depth > 0) & fits(words_left - 1, depth),
-                (depth > 0) & ~just_opened & ((depth > 1) | ~words) & fits(words_left, depth - 1),
-                started & (depth == 0) & ~words,
+                tf.zeros_like(between),
+                between & (left > 0) & (constituents_left > 0) & ((depth > 0) | ~started) & fits(left, depth + 1),
+                between & (depth > 0) & ~just_opened & ((depth > 1) | (left == 0)) & fits(left, depth - 1),
+                started & (depth == 0) & (left == 0),
             ],
             axis=1,
-        )  # [rows, 5]
-        return tf.gather(by_class, self.token_classes, axis=1)
+        )  # [rows, 4]
+        allowed = tf.gather(by_class, self.token_classes, axis=1)
+        word_ok = (left > 0) & ((depth > 0) | ~next_starts_word) & fits(left - 1, depth)
+        next_word = tf.one_hot(tf.gather(expected, placed, batch_dims=1), self.vocab_size, on_value=True, off_value=False)
+        return allowed | (next_word & word_ok[:, None])

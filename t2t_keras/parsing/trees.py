@@ -19,6 +19,12 @@ PLACEHOLDER = "XX"
 CLOSE = ")"
 ROOT_LABELS = ("", "ROOT", "TOP")
 FALLBACK_ROOT = "S"  # the root given to output that has none (the most frequent root label)
+# The Penn Treebank's constituent labels (after function tags are stripped), for vocabularies
+# that must keep each "(LABEL" one piece.
+PTB_LABELS = (
+    "ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN", "PRT", "QP", "RRC", "S",
+    "SBAR", "SBARQ", "SINV", "SQ", "UCP", "VP", "WHADJP", "WHADVP", "WHNP", "WHPP", "X",
+)
 
 
 def strip_function_tags(label: str) -> str:
@@ -52,13 +58,14 @@ def remove_empty_elements(tree):
     return Tree(strip_function_tags(tree.label()), children) if children else None
 
 
-def linearize(tree: Tree) -> str:
-    """The target sequence of a preprocessed tree: "(S (NP XX XX ) XX )"."""
+def linearize(tree: Tree, words: bool = False) -> str:
+    """The target sequence of a preprocessed tree: "(S (NP XX XX ) XX )", or with `words`
+    the words in place of XX: "(S (NP Pierre Vinken ) left )"."""
     tokens: list[str] = []
 
     def walk(node):
         if is_preterminal(node):
-            tokens.append(PLACEHOLDER)
+            tokens.append(node[0] if words else PLACEHOLDER)
             return
         tokens.append("(" + node.label())
         for child in node:
@@ -86,6 +93,15 @@ class Repairs:
         return sum(dataclasses.astuple(self))
 
 
+def is_bracket(token: str) -> bool:
+    return token == CLOSE or (token.startswith("(") and len(token) > 1 and "(" not in token[1:] and ")" not in token)
+
+
+def words_to_placeholders(sequence: str) -> str:
+    """A linearisation with words ("(NP Pierre Vinken )") in the paper's form ("(NP XX XX )")."""
+    return " ".join(token if is_bracket(token) else PLACEHOLDER for token in sequence.split())
+
+
 def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
     """A valid tree over exactly `words` from any decoded sequence, with the repairs made.
 
@@ -100,7 +116,7 @@ def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
         (stack[-1] if stack else top).append(node)
 
     for token in sequence.split():
-        if token.startswith("(") and len(token) > 1 and "(" not in token[1:] and ")" not in token:
+        if is_bracket(token) and token != CLOSE:
             stack.append(Tree(token[1:], []))
         elif token == CLOSE:
             if not stack:

@@ -6,7 +6,7 @@ import tensorflow as tf
 from t2t_keras.data.tokenizers import Vocabularies
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.parsing.tree_filter import TreeFilter
-from t2t_keras.parsing.trees import restore
+from t2t_keras.parsing.trees import restore, words_to_placeholders
 from t2t_keras.token_ids import EOS_ID
 
 
@@ -92,3 +92,31 @@ def test_beam_search_under_the_filter_gives_trees_over_exactly_the_words(extra_l
             tree, repairs = restore(text, sentence_words)
             assert repairs.total == 0, text
             assert tree.leaves() == sentence_words
+
+
+SHARED = ["<pad>", "</s>", "<unk>", "▁(S", "▁(NP", "▁)", "▁The", "▁cat", "▁sat", "s", "▁."]
+
+
+@pytest.mark.parametrize("extra_length", [2, 40])
+def test_copy_words_mode_copies_the_source_pieces_in_order(extra_length):
+    """With the words in the targets, hypotheses spell exactly the source's pieces (never a
+    bracket inside a word) between well-formed brackets."""
+    vocabularies = Vocabularies(PieceList(SHARED), PieceList(SHARED))
+    token_filter = TreeFilter(vocabularies, copy_words=True)
+    sentences = tf.constant([[6, 7, 8, 9, 10, 1], [6, 1, 0, 0, 0, 0]])  # "The cat sats ." and "The"
+    words = [["The", "cat", "sats", "."], ["The"]]
+    beam_size, batch = 3, 2
+    logits = tf.random.stateless_normal([64, batch * beam_size, len(SHARED)], seed=[3, 4], stddev=3.0)
+    max_lengths = tf.constant([5, 1]) + extra_length + 2  # pieces + a root's two brackets + EOS at the tightest
+    result = beam_search(
+        lambda ids, index, state: (logits[index], state), (), batch, beam_size, 0.3, max_lengths, EOS_ID,
+        token_filter=token_filter, filter_state=token_filter.initial_state(sentences, beam_size),
+    )
+    for sentence_words, ids, lengths, scores in zip(words, result.ids.numpy(), result.lengths.numpy(), result.scores.numpy()):
+        assert scores[0] > -1e8
+        for hypothesis, length in zip(ids[scores > -1e8], lengths[scores > -1e8]):
+            pieces = [SHARED[t] for t in hypothesis[: length - 1]]
+            text = "".join(pieces).replace("▁", " ").strip()
+            tree, repairs = restore(words_to_placeholders(text), sentence_words)
+            assert repairs.total == 0 and tree.leaves() == sentence_words, text
+            assert " ".join(t for t in text.split() if t != ")" and not t.startswith("(")) == " ".join(sentence_words)
