@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tests.testing import VOCAB, global_batch, halves, update_hparams  # noqa: E402
+from tests.testing import VOCAB, global_batch, halves, aggregation_hparams  # noqa: E402
 
 
 def main():
@@ -28,7 +28,7 @@ def main():
     from t2t_keras.training.train_step import TrainStep, make_optimizer
 
     strategy = make_strategy("multi_worker_mirrored")
-    hparams = update_hparams()
+    hparams = aggregation_hparams()
     initial = np.load(args.initial)
     with strategy.scope():
         model = Transformer.from_hparams(hparams, VOCAB)

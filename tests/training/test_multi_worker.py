@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from tests.testing import build_train_step, global_batch, train_updates, update_hparams
+from tests.testing import build_train_step, global_batch, train_updates, aggregation_hparams
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multi_worker_job.py")
 
@@ -26,9 +26,9 @@ def _free_ports(count):
 
 def test_two_workers_match_one_process(tmp_path):
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
-    initial = build_train_step(one, update_hparams())[0].get_weights()
+    initial = build_train_step(one, aggregation_hparams())[0].get_weights()
     np.savez(tmp_path / "initial.npz", **{f"w{i}": w for i, w in enumerate(initial)})
-    reference, reference_losses, _ = train_updates(one, update_hparams(), initial, [global_batch()])
+    reference, reference_losses, _ = train_updates(one, aggregation_hparams(), initial, [global_batch()])
 
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     processes = []

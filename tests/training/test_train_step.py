@@ -10,6 +10,7 @@ from t2t_keras.models import Transformer
 from t2t_keras.training.train_step import TrainStep, make_optimizer
 from tests.testing import (
     VOCAB, build_train_step, cycle, global_batch, halves, split_for_replicas, train_updates, update_gradients, update_hparams,
+    aggregation_hparams,
 )
 
 
@@ -32,11 +33,7 @@ def test_two_replicas_give_the_loss_and_gradients_of_one():
 
 def test_updates_agree_across_replicas_and_accumulation():
     """1 device x full batch == 2 replicas x half == 1 device x 2 accumulated halves."""
-    # With the paper's epsilon (1e-9) Adam's update g/(|g|+eps) is ill-conditioned for weights
-    # whose gradient is float noise: summation order alone moved one such weight by 2.3e-4.
-    # epsilon 1e-4 bounds that sensitivity (lr/eps), leaving differences of ~1e-7 against
-    # updates of ~3e-2, so a tight tolerance still catches a wrong aggregation.
-    hparams = update_hparams(adam_epsilon=1e-4)
+    hparams = aggregation_hparams()
     batch = global_batch()
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
     initial = build_train_step(one, hparams)[0].get_weights()
