@@ -22,3 +22,25 @@ def transformer_parsing_tiny():
     return dataclasses.replace(
         transformer_demo(), num_hidden_layers=4, max_length=1024, shared_embedding_and_softmax_weights=False
     )
+
+
+@register_hparams()
+def transformer_parsing_small():
+    """A parser for a few thousand trees on 2 CPU cores (not in the paper): 4 layers of
+    d_model 256, d_ff 1024, 4 heads, residual dropout 0.3 and attention / ReLU dropout 0.1
+    (small data), a short warmup to a peak learning rate of 0.0025. For
+    parsing_english_ptb_sample_words (one shared vocabulary); README: "English constituency
+    parsing"."""
+    return dataclasses.replace(
+        transformer_base(),
+        num_hidden_layers=4,
+        hidden_size=256,
+        filter_size=1024,
+        num_heads=4,
+        layer_prepostprocess_dropout=0.3,
+        attention_dropout=0.1,
+        relu_dropout=0.1,
+        learning_rate=0.8,
+        learning_rate_warmup_steps=400,
+        max_length=1024,
+    )
