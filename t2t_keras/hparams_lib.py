@@ -86,6 +86,9 @@ class HParams:
         1.0, TRAINING, "multiplier of d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"
     )
     learning_rate_warmup_steps: int = _field(4000, TRAINING, "warmup_steps")
+    learning_rate_cooldown_steps: int = _field(
+        0, TRAINING, "not in the paper: over the last N updates before --train_steps the rate falls linearly to 0"
+    )
     # --- batching (section 5.1) ---
     tokens_per_batch: int = _field(
         4096, TRAINING, "tokens per replica per batch: sentences x padded length of the longer side stays within it"

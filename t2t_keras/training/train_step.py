@@ -20,10 +20,14 @@ from t2t_keras.training.schedules import RsqrtWarmupSchedule
 SUM = tf.distribute.ReduceOp.SUM
 
 
-def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
+def make_optimizer(hparams: HParams, train_steps: int = 0) -> keras.optimizers.Optimizer:
     """Adam with the paper's betas, epsilon and learning-rate schedule (loss scaling for float16);
-    with `weight_decay`, decoupled weight decay (AdamW) at the same learning rate."""
-    schedule = RsqrtWarmupSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate)
+    with `weight_decay`, decoupled weight decay (AdamW) at the same learning rate. `train_steps`
+    places `learning_rate_cooldown_steps` at the end of training."""
+    schedule = RsqrtWarmupSchedule(
+        hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate,
+        cooldown_steps=hparams.learning_rate_cooldown_steps, train_steps=train_steps,
+    )
     optimizer = keras.optimizers.Adam(
         learning_rate=schedule, beta_1=hparams.adam_beta1, beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon,
         weight_decay=hparams.weight_decay or None,

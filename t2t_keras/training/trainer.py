@@ -93,7 +93,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         model = registry.model(hparams.model).from_hparams(
             hparams, vocabularies.source.size, vocabularies.target.size, dtype=hparams.mixed_precision
         )
-        optimizer = make_optimizer(hparams)
+        optimizer = make_optimizer(hparams, settings.train_steps)
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     checkpoint_dir = run_dir.path if chief else tempfile.mkdtemp(prefix="t2t_keras_worker_ckpt_")

@@ -1,10 +1,13 @@
+import dataclasses
 import json
 
 import keras
 import numpy as np
 import pytest
 
+from t2t_keras import registry
 from t2t_keras.training.schedules import RsqrtWarmupSchedule
+from t2t_keras.training.train_step import make_optimizer
 
 
 def _paper(step, d_model=512, warmup=4000):
@@ -33,3 +36,16 @@ def test_drives_a_keras_optimizer_and_serializes():
     np.testing.assert_allclose(float(optimizer.learning_rate), _paper(2), rtol=1e-6)
     restored = RsqrtWarmupSchedule.from_config(json.loads(json.dumps(schedule.get_config())))
     assert float(restored(10)) == float(schedule(10))
+
+
+def test_cooldown_falls_linearly_to_zero_at_the_last_step():
+    hparams = dataclasses.replace(registry.hparams("transformer_base"), learning_rate_cooldown_steps=100)
+    optimizer = make_optimizer(hparams, train_steps=1000)
+    for step, factor in ((899, 1.0), (900, 1.0), (901, 1.0), (950, 0.51), (1000, 0.01), (1001, 0.0)):
+        optimizer.iterations.assign(step - 1)  # the update about to be made is `step`
+        np.testing.assert_allclose(float(optimizer.learning_rate), factor * _paper(step), rtol=1e-5, atol=1e-12, err_msg=step)
+    with pytest.raises(ValueError, match="cooldown needs the number of training steps"):
+        make_optimizer(hparams)
+    paper = make_optimizer(registry.hparams("transformer_base"), train_steps=1000)
+    paper.iterations.assign(999)
+    np.testing.assert_allclose(float(paper.learning_rate), _paper(1000), rtol=1e-6)
