@@ -1,10 +1,12 @@
 """Flags every t2t-keras command shares, defined in functions so imports define no flags."""
 
+import logging
 import os
 import shutil
 import sys
 import tempfile
 import warnings
+from pathlib import Path
 
 from absl import app, flags
 
@@ -139,12 +141,11 @@ def _help(doc: str | None, names: list[str]) -> str:
 
 
 def _quiet_logging():
-    """Plain progress lines (no absl prefix) and TensorFlow's Python logging at ERROR; the
-    native stderr (file descriptor 2, where TensorFlow's C++ code logs its oneDNN, CUDA
-    probing and CPU feature lines: noise on a CPU machine) goes to a temporary file, while
-    Python's sys.stderr keeps the terminal. Returns that file (shown if the command crashes)."""
-    import logging
-
+    """Plain progress lines (no absl prefix), TensorFlow's Python logging at ERROR, the
+    libraries' INFO lines through absl dropped; the native stderr (file descriptor 2, where
+    TensorFlow's C++ code logs its oneDNN, CUDA probing and CPU feature lines: noise on a CPU
+    machine) goes to a temporary file, while Python's sys.stderr keeps the terminal. Returns
+    that file (shown if the command crashes)."""
     from absl import logging as absl_logging
 
     sys.stderr.flush()
@@ -155,8 +156,18 @@ def _quiet_logging():
     handler = absl_logging.get_absl_handler()
     handler.python_handler.setStream(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.python_handler.addFilter(_drop_library_info)
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     return native_log
+
+
+_LIBRARIES_LOGGING_THROUGH_ABSL = frozenset({"tensorflow", "keras", "tensorflow_text", "tensorflow_datasets"})
+
+
+def _drop_library_info(record) -> bool:
+    """False for the INFO lines libraries log through absl (TensorFlow's checkpoint saver says
+    "Sharding callback duration" at every save); the package's lines and warnings pass."""
+    return record.levelno >= logging.WARNING or not _LIBRARIES_LOGGING_THROUGH_ABSL.intersection(Path(record.pathname).parts)
 
 
 def _new_directories(names: list[str]) -> list[str]:

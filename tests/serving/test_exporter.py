@@ -162,6 +162,7 @@ def test_python_api_over_the_export_equals_the_in_process_one(served, trained_ou
     sentences = _val("en", 20)
     assert exported.translate(sentences) == decoded
     in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
+    assert in_process.translate(sentences) == decoded  # the Python API = the decoder CLI
     for ours, theirs in zip(in_process.translate(sentences[:5] + [""], n_best=3), exported.translate(sentences[:5] + [""], n_best=3)):
         assert [h.text for h in ours] == [h.text for h in theirs]
         np.testing.assert_allclose([h.log_prob for h in ours], [h.log_prob for h in theirs], atol=1e-4)

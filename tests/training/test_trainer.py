@@ -168,6 +168,8 @@ def test_sigkill_midway_then_rerun_resumes_and_finishes(multi30k_data_dir, tmp_p
     resumed_from = int(result.stderr.split("Resuming from ")[1].split("(step ")[1].split(")")[0])
     assert resumed_from >= 4
     assert "trained to step 12" in result.stdout
+    assert "Sharding callback" not in result.stderr, "TensorFlow's checkpoint INFO line reached the screen"
+    assert "Saved " in result.stderr and "Resuming from" in result.stderr  # the package's own lines do
     assert os.path.basename(run_dir.latest_checkpoint()) == "ckpt-12"
 
 
