@@ -44,7 +44,7 @@ run "$BIN/t2t-keras-trainer" --problem=$PROBLEM --hparams_set="$HPARAMS_SET" --h
 train_seconds=$(( $(date +%s) - train_started ))
 if [ ! -f "$OUT/train_seconds" ] || [ "$train_seconds" -gt 60 ]; then echo "$train_seconds" > "$OUT/train_seconds"; fi
 
-step "average the last $AVERAGE checkpoints"
+if [ "$AVERAGE" -gt 1 ]; then step "average the last $AVERAGE checkpoints"; else step "the last checkpoint as the model"; fi
 if [ ! -f "$AVG/checkpoint" ]; then
   run "$BIN/t2t-keras-avg-checkpoints" --output_dir="$TRAIN" --num_last_checkpoints="$AVERAGE" --avg_dir="$AVG"
 else echo "reusing $AVG"; fi

@@ -59,9 +59,14 @@ def transformer_tiny():
 
 @register_hparams()
 def transformer_demo():
-    """transformer_tiny with a short, steep warmup, for `make demo`: Multi30k en-de reaches a
-    dev BLEU of about 30 in 800 steps (about 13 minutes on 2 CPU cores). Not in the paper."""
-    return dataclasses.replace(transformer_tiny(), learning_rate_warmup_steps=400, learning_rate=0.5)
+    """transformer_tiny for `make demo` (not in the paper): a short warmup to a high peak
+    learning rate (0.0044 after 400 steps), then a linear cooldown to 0 over the last 600
+    steps, which is worth more than checkpoint averaging in a short run. `make demo` trains it
+    1200 steps (about 12 minutes on 2 CPU cores): Multi30k en-de val BLEU about 36 with beam 4,
+    alpha 1.2 (WORKSPACE.md, "make demo from the same findings")."""
+    return dataclasses.replace(
+        transformer_tiny(), learning_rate_warmup_steps=400, learning_rate=1.0, learning_rate_cooldown_steps=600
+    )
 
 
 @register_hparams()
