@@ -11,10 +11,12 @@ STAMP := $(VENV)/.installed
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# pip's and setuptools' notes go to a log (shown when the install fails), not to the screen.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77"
-	$(PY) -m pip install --quiet -e ".[test]"
-	touch $(STAMP)
+	@echo "installing the package and its pinned dependencies into $(VENV) (log: $(VENV)/install.log)"
+	@{ $(PY) -m pip install --upgrade pip "setuptools>=77" && $(PY) -m pip install -e ".[test]"; } > $(VENV)/install.log 2>&1 \
+		|| { tail -n 30 $(VENV)/install.log; echo "error: installing into $(VENV) failed; the whole log is $(VENV)/install.log"; exit 1; }
+	@touch $(STAMP)
 
 demo: $(STAMP)
 	bash examples/demo.sh

@@ -28,7 +28,8 @@ def main(argv) -> int:
     from t2t_keras.checkpoints import average_checkpoints  # TensorFlow loads here
 
     path = average_checkpoints(FLAGS.output_dir, FLAGS.num_last_checkpoints, FLAGS.avg_dir)
-    print(f"averaged the last {FLAGS.num_last_checkpoints} checkpoints of {FLAGS.output_dir} into {path}")
+    what = "the last checkpoint" if FLAGS.num_last_checkpoints == 1 else f"the average of the last {FLAGS.num_last_checkpoints} checkpoints"
+    print(f"wrote {what} of {FLAGS.output_dir} to {path}")
     return 0
 
 
