@@ -4,6 +4,7 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,21 @@ def _source_packages():
 
 
 def test_every_package_directory_is_listed():
-    assert _source_packages() == set(PYPROJECT["tool"]["setuptools"]["packages"])
+    """Code packages are the directories with an __init__.py; data-only ones are listed with their data."""
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    data_only = set(PYPROJECT["tool"]["setuptools"]["package-data"])
+    assert _source_packages() == listed - data_only
+    assert data_only <= listed
+
+
+@pytest.mark.parametrize("package", sorted(PYPROJECT["tool"]["setuptools"]["package-data"]))
+def test_data_packages_hold_their_data(package):
+    """Each data-only package maps to a directory whose files match its package-data globs."""
+    mapping = PYPROJECT["tool"]["setuptools"]["package-dir"]
+    parts = package.split(".")
+    directory = REPO_ROOT / mapping[".".join(parts[:2])] / Path(*parts[2:])
+    for pattern in PYPROJECT["tool"]["setuptools"]["package-data"][package]:
+        assert list(directory.glob(pattern)), f"{directory} has no {pattern}"
 
 
 @pytest.mark.parametrize("catalog", ["problems", "hparams"])
@@ -49,3 +64,4 @@ def test_wheel_has_only_the_t2t_keras_top_level(tmp_path):
     top_levels = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_levels == {"t2t_keras"}
     assert "t2t_keras/hparams/transformer.py" in names and "t2t_keras/problems/__init__.py" in names
+    assert "t2t_keras/problems/data/multi30k/val.de.gz" in names  # the demo's corpus ships
