@@ -94,11 +94,13 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_train_decode_and_score_end_to_end(tmp_path):
-    """A briefly trained parser: every output line is a tree over its input words; EVALB is printed."""
+@pytest.mark.parametrize("problem_name", ["parsing_english_ptb_sample", "parsing_english_ptb_sample_words"])
+def test_train_decode_and_score_end_to_end(tmp_path, problem_name):
+    """A briefly trained parser, in both linearisations: every output line is a tree over its
+    input words; EVALB is printed."""
     import tensorflow as tf
 
-    problem = registry.problem("parsing_english_ptb_sample")
+    problem = registry.problem(problem_name)
     data_dir, output_dir = tmp_path / "data", tmp_path / "train"
     datagen.generate(problem, str(data_dir), None, progress=False)
     hparams = registry.hparams(
@@ -107,8 +109,8 @@ def test_train_decode_and_score_end_to_end(tmp_path):
     settings = trainer.RunSettings(output_dir=str(output_dir), data_dir=str(data_dir), train_steps=20,
                                    save_checkpoints_steps=20, log_steps=20, evaluate=False)
     trainer.train(problem, hparams, settings, tf.distribute.OneDeviceStrategy("/cpu:0"))
-    words = (data_dir / "parsing_english_ptb_sample-dev.words").read_text().splitlines()[:6]
-    gold = [line for line in (data_dir / "parsing_english_ptb_sample-dev.trees").read_text().splitlines()[:6]]
+    words = (data_dir / f"{problem_name}-dev.words").read_text().splitlines()[:6]
+    gold = [line for line in (data_dir / f"{problem_name}-dev.trees").read_text().splitlines()[:6]]
     (tmp_path / "dev.words").write_text("\n".join(words) + "\n")
     (tmp_path / "dev.trees").write_text("\n".join(gold) + "\n")
     result = _cli(
