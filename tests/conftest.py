@@ -1,8 +1,12 @@
 """Shared fixtures and paths for the suite."""
 
 import os
+import signal
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Ctrl-C as from a terminal, for the suite and the commands it starts (the Ctrl-C tests): a
+# non-interactive shell starts background jobs with SIGINT ignored, and exec would pass that on.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from t2t_keras.system import keep_freed_memory  # noqa: E402
 
