@@ -26,6 +26,15 @@ def _source_packages():
     return found
 
 
+def _package_directory(package):
+    """The source directory of an installed package name, through package-dir's remapping."""
+    remapped = PYPROJECT["tool"]["setuptools"]["package-dir"]
+    for prefix in sorted(remapped, key=len, reverse=True):
+        if package == prefix or package.startswith(prefix + "."):
+            return REPO_ROOT / remapped[prefix] / Path(*package[len(prefix) :].split(".")[1:])
+    return REPO_ROOT / Path(*package.split("."))
+
+
 def test_every_package_directory_is_listed():
     """Code packages are the directories with an __init__.py; data-only ones are listed with their data."""
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
@@ -37,9 +46,7 @@ def test_every_package_directory_is_listed():
 @pytest.mark.parametrize("package", sorted(PYPROJECT["tool"]["setuptools"]["package-data"]))
 def test_data_packages_hold_their_data(package):
     """Each data-only package maps to a directory whose files match its package-data globs."""
-    mapping = PYPROJECT["tool"]["setuptools"]["package-dir"]
-    parts = package.split(".")
-    directory = REPO_ROOT / mapping[".".join(parts[:2])] / Path(*parts[2:])
+    directory = _package_directory(package)
     for pattern in PYPROJECT["tool"]["setuptools"]["package-data"][package]:
         assert list(directory.glob(pattern)), f"{directory} has no {pattern}"
 
