@@ -3,7 +3,8 @@
 A `beam_search.TokenFilter`: each hypothesis may take only tokens that keep it a prefix of
 a tree that can still be completed within its maximum length:
   "(LABEL"  between words, while words are left, inside the root (or as the root, first),
-            at most MAX_CONSTITUENTS_PER_WORD per input word in all
+            at most MAX_CONSTITUENTS_PER_WORD per input word in all, and at most
+            MAX_OPENINGS_IN_A_ROW since the last word
   a word    the next one, inside a constituent: XX (the paper's linearisation), or, with
             `copy_words`, the next word's own pieces, copied from the source, in order
   ")"       between words, when a constituent is open and not empty; the root only after
@@ -32,6 +33,11 @@ OTHER, OPEN, SHUT, END = range(4)  # token classes; OTHER only as the expected n
 # A tree over n words has at most n - 1 branching constituents; with unary chains the
 # NLTK sample's training trees reach 1.5 per word.
 MAX_CONSTITUENTS_PER_WORD = 2
+# Constituents opened without a word between them: the NLTK sample's training trees open at
+# most 6 in a row (POS tags aside), its dev trees 5. Without this bound a model trained on
+# them spent the per-word budget up front on long sentences ("(S (S (NP (NP (INTJ ...", runs
+# of up to 101), which no tree of the treebank does.
+MAX_OPENINGS_IN_A_ROW = 6
 
 
 class TreeFilter:
@@ -64,7 +70,7 @@ class TreeFilter:
     def initial_state(self, input_ids, beam_size: int):
         """Per hypothesis: (the word tokens to place [rows, L], whether each starts a word,
         how many, how many are placed, constituents left, open constituents, last token
-        opened one, anything taken)."""
+        opened one, anything taken, constituents opened since the last word)."""
         real = (input_ids != PAD_ID) & (input_ids != EOS_ID)
         length = tf.reduce_sum(tf.cast(real, tf.int32), axis=1)
         starts = tf.gather(self.starts_word, input_ids) & real
@@ -80,10 +86,10 @@ class TreeFilter:
         words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
         rows = tf.shape(input_ids)[0] * beam_size
         tiled = [tile_for_beams(t, beam_size) for t in (expected, boundary, length, MAX_CONSTITUENTS_PER_WORD * words)]
-        return (*tiled, tf.zeros([rows], tf.int32), tf.zeros([rows], tf.int32), tf.zeros([rows], tf.bool), tf.zeros([rows], tf.bool))
+        return (*tiled, tf.zeros([rows], tf.int32), tf.zeros([rows], tf.int32), tf.zeros([rows], tf.bool), tf.zeros([rows], tf.bool), tf.zeros([rows], tf.int32))
 
     def update(self, state, ids):
-        expected, boundary, length, constituents_left, placed, depth, just_opened, started = state
+        expected, boundary, length, constituents_left, placed, depth, just_opened, started, in_a_row = state
         kind = tf.gather(self.token_classes, ids)
         placed_word = tf.equal(ids, tf.gather(expected, placed, batch_dims=1)) & (placed < length)
         opened = tf.cast(kind == OPEN, tf.int32)
@@ -94,10 +100,11 @@ class TreeFilter:
             depth + opened - tf.cast(kind == SHUT, tf.int32),
             kind == OPEN,
             started | (kind != OTHER) | placed_word,
+            tf.where(placed_word, 0, in_a_row + opened),
         )
 
     def allowed(self, state, room):
-        expected, boundary, length, constituents_left, placed, depth, just_opened, started = state
+        expected, boundary, length, constituents_left, placed, depth, just_opened, started, in_a_row = state
         left = length - placed  # word tokens still to place
         between = tf.gather(boundary, placed, batch_dims=1)  # brackets go only between words
         next_starts_word = between & (left > 0)
@@ -107,7 +114,8 @@ class TreeFilter:
         by_class = tf.stack(
             [
                 tf.zeros_like(between),
-                between & (left > 0) & (constituents_left > 0) & ((depth > 0) | ~started) & fits(left, depth + 1),
+                between & (left > 0) & (constituents_left > 0) & (in_a_row < MAX_OPENINGS_IN_A_ROW)
+                & ((depth > 0) | ~started) & fits(left, depth + 1),
                 between & (depth > 0) & ~just_opened & ((depth > 1) | (left == 0)) & fits(left, depth - 1),
                 started & (depth == 0) & (left == 0),
             ],

@@ -65,8 +65,16 @@ def test_room_forbids_what_could_not_be_finished_in_time():
 
 
 def test_at_most_two_constituents_per_word():
-    opened = [S] + [NP] * 7  # 8 constituents for 4 words
+    opened = [S, NP, NP, NP, XX, NP, NP, NP, NP]  # 8 constituents for 4 words
     assert _allowed_after(opened) == {XX}
+    assert _allowed_after(opened[:-1]) == {S, NP, VP, XX}
+
+
+def test_at_most_six_constituents_opened_in_a_row():
+    """The treebank never opens more than 6 constituents without a word between them."""
+    assert _allowed_after([S] + [NP] * 4) == {S, NP, VP, XX}
+    assert _allowed_after([S] + [NP] * 5) == {XX}
+    assert _allowed_after([S] + [NP] * 5 + [XX]) >= {S, NP, VP}  # a word resets the run
 
 
 @pytest.mark.parametrize("extra_length", [3, 6, 40])
