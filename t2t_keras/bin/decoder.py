@@ -69,7 +69,8 @@ def main(argv) -> int:
         print(f"scored {len(scores)} pairs with {translator.checkpoint_path}", file=sys.stderr)
         return 0
 
-    outputs = file_decoding.translate_lines(translator, sources, report, progress=FLAGS.progress, n_best=FLAGS.n_best)
+    outputs = file_decoding.translate_lines(translator, sources, report, progress=FLAGS.progress, n_best=FLAGS.n_best,
+                                             log_probs=FLAGS.with_scores)
     outputs, repairs = file_decoding.postprocess(problem, sources, outputs)
     _write(file_decoding.output_lines(outputs, FLAGS.with_scores))
     summary = f"decoded {report.lines} lines with {translator.checkpoint_path} ({report.empty_lines} empty)"

@@ -37,7 +37,7 @@ def main(argv) -> int:
     translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
     target = FLAGS.target
     if target is None:
-        target = file_decoding.translate_lines(translator, [FLAGS.sentence])[0][0].text
+        target = file_decoding.translate_lines(translator, [FLAGS.sentence], log_probs=False)[0][0].text
         print(f"translation: {target}")
     weights, source_tokens, target_tokens = attention_plots.attention_for_pair(
         translator.model, translator.vocabularies, FLAGS.sentence, target

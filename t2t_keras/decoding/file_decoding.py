@@ -24,7 +24,7 @@ class Hypothesis(NamedTuple):
     """One output of beam search for one input."""
 
     text: str
-    log_prob: float  # log P(text | input), EOS included, of the text as tokenised: what the score signature gives
+    log_prob: float | None  # log P(text | input), EOS included, of the text as tokenised: what the score signature gives (None: not asked for)
     score: float  # what beam search ranked by: the log-probability of the searched pieces / ((5 + pieces) / 6) ** alpha
 
 
@@ -48,8 +48,11 @@ def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_fro
 
 
 def translate_lines(translator, lines: list[str], report: DecodeReport | None = None, progress: bool = False,
-                    n_best: int = 1) -> list[list[Hypothesis]]:
-    """The `n_best` (at most beam_size) best hypotheses of each line, best first, in input order."""
+                    n_best: int = 1, log_probs: bool = True) -> list[list[Hypothesis]]:
+    """The `n_best` (at most beam_size) best hypotheses of each line, best first, in input order.
+
+    `log_probs=False` leaves Hypothesis.log_prob None and skips the teacher-forced pass that
+    computes it (a second forward over every output: long for parsing)."""
     report = report or DecodeReport()
     vocabularies, hparams = translator.vocabularies, translator.decode_hparams
     if not 1 <= n_best <= hparams.beam_size:
@@ -72,10 +75,13 @@ def translate_lines(translator, lines: list[str], report: DecodeReport | None = 
     # The log-probability of each text as the score path tokenises it: the search may have
     # spelled a word with other pieces than the tokenizer would (same text, another score).
     pairs = [(lines[i], text) for i in order for text in texts[i]]
-    log_probs = iter(score_lines(translator, [source for source, _ in pairs], [text for _, text in pairs]))
+    if log_probs:
+        rescored = iter(score_lines(translator, [source for source, _ in pairs], [text for _, text in pairs]))
+    else:
+        rescored = iter([None] * len(pairs))
     outputs = [[EMPTY] * n_best for _ in lines]
     for i in order:
-        outputs[i] = [Hypothesis(text, next(log_probs), score) for text, score in zip(texts[i], scores[i])]
+        outputs[i] = [Hypothesis(text, next(rescored), score) for text, score in zip(texts[i], scores[i])]
     return outputs
 
 

@@ -76,7 +76,7 @@ class Translator(tf.Module):
 
         if isinstance(sentences, str):
             raise TypeError("translate takes a list of sentences, e.g. translate([\"A dog runs.\"]).")
-        outputs = file_decoding.translate_lines(self, list(sentences), n_best=n_best or 1)
+        outputs = file_decoding.translate_lines(self, list(sentences), n_best=n_best or 1, log_probs=bool(n_best))
         if self.problem is not None:
             outputs, _ = file_decoding.postprocess(self.problem, list(sentences), outputs)
         return outputs if n_best else [hypotheses[0].text for hypotheses in outputs]

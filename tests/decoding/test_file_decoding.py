@@ -78,6 +78,10 @@ def test_n_best_log_probs_equal_the_score_path(translator):
     for hypotheses in outputs[:-1]:
         assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
         assert len({h.text for h in hypotheses}) > 1
+    # Without log-probabilities (the decoder without --with_scores) the rescoring pass is
+    # skipped and the search's outputs are the same.
+    unscored = file_decoding.translate_lines(translator, sentences, n_best=4, log_probs=False)
+    assert [[h._replace(log_prob=None) for h in hs] for hs in outputs[:-1]] == unscored[:-1]
     with pytest.raises(UsageError, match="--n_best=5: choose 1 to beam_size"):
         translator.translate(["A dog."], n_best=5)
 
