@@ -163,8 +163,21 @@ def test_python_api_over_the_export_equals_the_in_process_one(served, trained_ou
     assert exported.translate(sentences) == decoded
     in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
     assert in_process.translate(sentences) == decoded  # the Python API = the decoder CLI
-    for ours, theirs in zip(in_process.translate(sentences[:5] + [""], n_best=3), exported.translate(sentences[:5] + [""], n_best=3)):
-        assert [h.text for h in ours] == [h.text for h in theirs]
-        np.testing.assert_allclose([h.log_prob for h in ours], [h.log_prob for h in theirs], atol=1e-4)
-        np.testing.assert_allclose([h.score for h in ours], [h.score for h in theirs], atol=1e-4)
+    # Every beam (n_best = beam size), so that a swap of tied hypotheses stays visible.
+    for ours, theirs in zip(in_process.translate(sentences[:5] + [""], n_best=4), exported.translate(sentences[:5] + [""], n_best=4)):
+        _assert_same_n_best(ours, theirs)
     assert exported.score(["A dog runs."], [decoded[0]]) == pytest.approx(in_process.score(["A dog runs."], [decoded[0]]), abs=1e-4)
+
+
+def _assert_same_n_best(ours, theirs, atol=1e-4):
+    """The same hypotheses with the same scores, in the same order except where two scores tie
+    within float noise: the two graphs sum in different orders, and a 30-step test model says
+    "Ein Ein Ein ..." with "Eine" at position 18 or 19 at equal cost (seen in CI)."""
+    np.testing.assert_allclose([h.score for h in ours], [h.score for h in theirs], atol=atol)
+    assert sorted(h.text for h in ours) == sorted(h.text for h in theirs)
+    for position, (mine, other) in enumerate(zip(ours, theirs)):
+        if mine.text != other.text:
+            tied = [h for h in ours if h is not mine and abs(h.score - mine.score) <= atol]
+            assert tied, f"hypothesis {position} differs without a tie: {mine} vs {other}"
+        same = [h for h in theirs if h.text == mine.text]  # the same text may come from two spellings in pieces
+        assert any(abs(h.score - mine.score) <= atol and abs(h.log_prob - mine.log_prob) <= atol for h in same), (mine, same)
