@@ -29,7 +29,7 @@ def main():
     import tensorflow as tf
 
     from t2t_keras import registry
-    from t2t_keras.decoding.beam_search import beam_search, tile_for_beams
+    from t2t_keras.decoding.beam_search import beam_search
     from t2t_keras.models import Transformer
     from t2t_keras.token_ids import EOS_ID
 
@@ -54,8 +54,7 @@ def main():
         return step
 
     def prepared():
-        encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam), model.encode(sources))
-        return model.init_cache(encoded)
+        return model.init_cache(model.encode(sources), beam)
 
     @tf.function
     def full():

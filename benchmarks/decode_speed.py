@@ -64,13 +64,14 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None):
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def decode(sources):
         batch = tf.shape(sources)[0]
-        encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam), model.encode(sources))
+        encoded = model.encode(sources)
         max_lengths = tf.fill([batch], tf.shape(sources)[1] + extra_length)
         reorder_state = None
         if cached:
-            state, step_fn = model.init_cache(encoded), model.decode_step
+            state, step_fn = model.init_cache(encoded, beam), model.decode_step
             reorder_state = lambda cache, reorder_fn: cache.reorder(reorder_fn)  # noqa: E731  (as Translator)
         else:
+            encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam), encoded)
             state = tf.zeros([batch * beam, tf.reduce_max(max_lengths)], tf.int32)
 
             def step_fn(ids, index, prefix):

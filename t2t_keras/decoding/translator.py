@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_keras.decoding.beam_search import beam_search, tile_for_beams
+from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
 from t2t_keras.token_ids import EOS_ID, PAD_ID
 
@@ -98,9 +98,7 @@ class Translator(tf.Module):
         max_lengths = input_lengths + hp.extra_length
         if self.max_position is not None:  # a learned position table ends somewhere
             max_lengths = tf.minimum(max_lengths, self.max_position)
-        encoded = self.model.encode(input_ids, training=False)
-        encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, hp.beam_size), encoded)
-        cache = self.model.init_cache(encoded)
+        cache = self.model.init_cache(self.model.encode(input_ids, training=False), hp.beam_size)
         filter_state = self.token_filter.initial_state(input_ids, hp.beam_size) if self.token_filter else None
         result = beam_search(
             self.model.decode_step, cache, batch_size, hp.beam_size, hp.alpha, max_lengths, eos_id=EOS_ID,

@@ -1,4 +1,4 @@
-"""Multi-head scaled dot-product attention with a fixed-size key/value cache."""
+"""Multi-head scaled dot-product attention, with a growing key/value cache for decoding."""
 
 import keras
 import tensorflow as tf
@@ -29,7 +29,7 @@ class MultiHeadAttention(keras.layers.Layer):
     position per `call_with_cache`, so a step costs what the prefix costs, not what the
     longest allowed output would.
     Cross-attention projects the encoder output once (`project_memory`) and then calls
-    `attend` at every step.
+    `attend` at every step, with the queries of all beams of a sentence against one copy.
 
     Example:
       attention = MultiHeadAttention(num_heads=8, key_depth=64, value_depth=64)
@@ -85,27 +85,34 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
     def attend(self, query, keys, values, attention_mask=None, training=None, return_attention_scores=False):
-        """Attention of `query` [B, Lq, d] over projected keys and values [B, h, Lk, depth]."""
-        queries = self._split_heads(self.query_dense(query), self.key_depth)
+        """Attention of `query` [N, Lq, d] over projected keys and values [B, h, Lk, depth].
+
+        N is B, or B * K for beam search: the K hypotheses of each sentence (rows b * K ..
+        b * K + K - 1) attend over that sentence's memory, as K * Lq queries of one row, so
+        the encoder output is neither copied per beam nor read once per hypothesis. Then the
+        mask is [B, 1, Lk] and the weights [B, h, K * Lq, Lk].
+        """
+        rows, length = ops.shape(query)[0], ops.shape(query)[1]
+        queries = self._split_heads(self.query_dense(query), self.key_depth, ops.shape(keys)[0])
         queries = queries * ops.cast(self.key_depth**-0.5, queries.dtype)
         # transpose_b instead of a transposed copy of the keys (a growing cache at every step).
-        logits = ops.cast(tf.matmul(queries, keys, transpose_b=True), "float32")  # [B, h, Lq, Lk]
+        logits = ops.cast(tf.matmul(queries, keys, transpose_b=True), "float32")  # [B, h, K * Lq, Lk]
         if attention_mask is not None:
             # An additive bias on the (small, broadcast) mask is cheaper than a select over the
             # logits, forward and backward.
             mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # [B, 1, Lq or 1, Lk]
             logits = logits + ops.where(mask, 0.0, MASKED_LOGIT)
         weights = ops.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
-        context = ops.matmul(self.dropout_layer(weights, training=training), values)  # [B, h, Lq, d_v]
-        batch_size, length = ops.shape(context)[0], ops.shape(context)[2]
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch_size, length, self.num_heads * self.value_depth))
+        context = ops.matmul(self.dropout_layer(weights, training=training), values)  # [B, h, K * Lq, d_v]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (rows, length, self.num_heads * self.value_depth))
         outputs = self.output_dense(context)
         return (outputs, weights) if return_attention_scores else outputs
 
-    def _split_heads(self, projected, depth):
-        """[B, L, h * depth] -> [B, h, L, depth]."""
-        batch_size, length = ops.shape(projected)[0], ops.shape(projected)[1]
-        return ops.transpose(ops.reshape(projected, (batch_size, length, self.num_heads, depth)), (0, 2, 1, 3))
+    def _split_heads(self, projected, depth, batch_size=None):
+        """[N, L, h * depth] -> [B, h, N / B * L, depth] (B: default N)."""
+        if batch_size is None:
+            batch_size = ops.shape(projected)[0]
+        return ops.transpose(ops.reshape(projected, (batch_size, -1, self.num_heads, depth)), (0, 2, 1, 3))
 
     def init_cache(self, batch_size):
         """Empty key and value caches [B, h, 0, d_k] and [B, h, 0, d_v]."""

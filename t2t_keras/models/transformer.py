@@ -30,8 +30,8 @@ class DecoderCache(NamedTuple):
     reorder it with `tf.nest`; the self-attention caches grow by one position per step.
     """
 
-    keys: tuple  # per layer [B, h, t, d_k]: self-attention keys of the t positions fed so far
-    values: tuple  # per layer [B, h, t, d_v]
+    keys: tuple  # per layer [B * K, h, t, d_k]: self-attention keys of the t positions fed so far
+    values: tuple  # per layer [B * K, h, t, d_v]
     memory_keys: tuple  # per layer [B, h, S, d_k]: cross-attention keys of the encoder output
     memory_values: tuple  # per layer [B, h, S, d_v]
     memory_mask: object  # [B, 1, S] bool
@@ -58,9 +58,9 @@ class Transformer(keras.Model):
     Three separate entry points, each with one return type:
       * `call({"inputs": src, "targets": tgt})`: teacher-forced logits [B, T, V] in float32,
         where logits[:, i] predict targets[:, i] from targets[:, :i];
-      * `encode(src)` -> `Encoded`, then `init_cache(encoded)` -> `DecoderCache`;
-      * `decode_step(ids, index, cache)` -> (logits [B, V], cache): one cached step that
-        feeds token `ids` [B] at position `index` and predicts the next token.
+      * `encode(src)` -> `Encoded`, then `init_cache(encoded, beam_size)` -> `DecoderCache`;
+      * `decode_step(ids, index, cache)` -> (logits [B * K, V], cache): one cached step that
+        feeds token `ids` [B * K] at position `index` and predicts the next token.
 
     Token id 0 is padding (and the decoder's start symbol, as in tensor2tensor); source
     padding is masked everywhere, target padding only needs the causal mask.
@@ -198,10 +198,12 @@ class Transformer(keras.Model):
             weights["encoder_decoder"].append(layer_weights["encoder_decoder"])
         return weights
 
-    def init_cache(self, encoded: Encoded) -> DecoderCache:
-        """The cache before the first decoding step: empty self-attention caches and the
-        encoder output's cross-attention keys and values."""
-        batch_size = ops.shape(encoded.outputs)[0]
+    def init_cache(self, encoded: Encoded, beam_size: int = 1) -> DecoderCache:
+        """The cache before the first decoding step of `beam_size` hypotheses per sentence:
+        empty self-attention caches (one row per hypothesis, beam-major within a sentence)
+        and the cross-attention keys and values of the encoder output (one row per sentence,
+        shared by its hypotheses)."""
+        batch_size = ops.shape(encoded.outputs)[0] * beam_size
         keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
         memory = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
         return DecoderCache(
@@ -213,8 +215,8 @@ class Transformer(keras.Model):
         )
 
     def decode_step(self, ids, index, cache: DecoderCache):
-        """Feeds `ids` [B] at position `index` (= the cache's length); returns (next-token
-        logits [B, V] float32, the cache one position longer)."""
+        """Feeds `ids` [B * K] at position `index` (= the cache's length); returns (next-token
+        logits [B * K, V] float32, the cache one position longer)."""
         x = self._embed(self.target_embedding, self.target_position, ids[:, None], index, training=False)
         keys, values = [], []
         for layer, block in enumerate(self.decoder_blocks):

@@ -185,8 +185,7 @@ def _sources():
 
 def _cached_search(model, sources, beam_size, alpha, extra_length=6):
     max_lengths = tf.reduce_sum(tf.cast(sources != 0, tf.int32), axis=1) + extra_length
-    encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), model.encode(sources))
-    cache = model.init_cache(encoded)
+    cache = model.init_cache(model.encode(sources), beam_size)
     return beam_search(model.decode_step, cache, tf.shape(sources)[0], beam_size, alpha, max_lengths, eos_id=EOS,
                        reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn))
 

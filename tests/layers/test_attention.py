@@ -74,6 +74,23 @@ def test_cached_steps_equal_causal_full_pass():
         assert key_cache.shape == (B, 4, index + 1, 4) and value_cache.shape == (B, 4, index + 1, 6)
 
 
+def test_beams_attend_over_one_copy_of_the_memory():
+    """K hypotheses per sentence (rows b * K + k) over the untiled memory [B, ...] give what
+    each row gives over its own copy of its sentence's memory, padding mask included."""
+    beams = 3
+    layer = MultiHeadAttention(num_heads=2, key_depth=4, value_depth=5)
+    queries = tf.random.stateless_normal((B * beams, 1, D), seed=(2, 1))
+    memory = _inputs(1, 6)
+    layer.build(queries.shape, memory.shape)
+    mask = tf.constant([[[True] * 6], [[True] * 4 + [False] * 2], [[True] * 2 + [False] * 4]])
+    keys, values = layer.project_memory(memory)
+    shared = layer.attend(queries, keys, values, mask).numpy()
+    tile = lambda t: tf.repeat(t, beams, axis=0)  # noqa: E731
+    tiled = layer.attend(queries, tile(keys), tile(values), tile(mask)).numpy()
+    assert shared.shape == (B * beams, 1, D)
+    np.testing.assert_allclose(shared, tiled, atol=1e-6)
+
+
 def test_rejects_bad_dimensions():
     with pytest.raises(ValueError, match="num_heads"):
         MultiHeadAttention(num_heads=0, key_depth=4, value_depth=4)
