@@ -107,6 +107,15 @@ class ParsingProblem(Problem):
 
         return TreeFilter(vocabularies, copy_words=self.copy_words)
 
+    def structure_tokens(self, vocabularies) -> list[int] | None:
+        """With `copy_words`: the brackets and EOS, between the copied words; else None (XX
+        stands for a word but does not copy its pieces)."""
+        if not self.copy_words:
+            return None
+        from t2t_keras.parsing.tree_filter import OTHER, target_token_classes
+
+        return [int(token) for token in (target_token_classes(vocabularies.target) != OTHER).nonzero()[0]]
+
     def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
         """The decoded sequence as a tree over exactly the source words, on one line."""
         from t2t_keras.parsing.trees import restore, to_line, words_to_placeholders

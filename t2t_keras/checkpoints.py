@@ -161,8 +161,11 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str, max_to_k
 def build_model(run_dir: RunDir, dtype=None):
     """The model an output_dir describes (hparams.json + vocabularies), with fresh weights."""
     hparams = run_dir.hparams()
-    source, target = run_dir.vocabularies()
-    return registry.model(hparams.model).from_hparams(hparams, source.size, target.size, dtype=dtype)
+    vocabularies = run_dir.vocabularies()
+    return registry.model(hparams.model).from_hparams(
+        hparams, vocabularies.source.size, vocabularies.target.size, dtype=dtype,
+        structure_tokens=run_dir.problem().structure_tokens(vocabularies),
+    )
 
 
 def restore_model(run_dir: RunDir, checkpoint_path: str | None = None):

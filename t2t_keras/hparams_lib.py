@@ -68,6 +68,12 @@ class HParams:
     shared_embedding_and_softmax_weights: bool = _field(
         True, MODEL, "one matrix for source and target embeddings and the pre-softmax projection"
     )
+    copy_position_encoding: bool = _field(
+        False, MODEL,
+        "not in the paper: add to each decoder input a learned projection of the sinusoid of the source "
+        "position its next copied token comes from, for problems whose targets copy the source in order "
+        "(parsing_english_ptb_sample_words)",
+    )
     # --- regularisation (section 5.4) ---
     layer_prepostprocess_dropout: float = _field(
         0.1, TRAINING, "P_drop: residual dropout on sub-layer outputs and embedding sums"

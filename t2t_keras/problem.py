@@ -74,6 +74,13 @@ class Problem(abc.ABC):
         None (translation: any sequence is a translation)."""
         return None
 
+    def structure_tokens(self, vocabularies) -> list[int] | None:
+        """For problems whose targets copy their source in order with other tokens between the
+        copies: the target ids that are not copies (EOS included). They do not advance the
+        copy position that `copy_position_encoding` feeds the decoder. None: the targets are
+        not copies (translation)."""
+        return None
+
     def read_reference(self, path: str, flag: str) -> list:
         """The references for --decode_reference: one line per source line."""
         from t2t_keras.data.text_files import read_lines

@@ -6,11 +6,12 @@ from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.embedding import SharedEmbedding
 from t2t_keras.layers.encoder_block import EncoderBlock
 from t2t_keras.layers.feed_forward import FeedForward
-from t2t_keras.layers.position import LearnedPositionEmbedding, SinusoidalPositionEncoding
+from t2t_keras.layers.position import CopyPositionEncoding, LearnedPositionEmbedding, SinusoidalPositionEncoding
 from t2t_keras.layers.residual import ResidualNorm
 
 __all__ = [
     "BlockConfig",
+    "CopyPositionEncoding",
     "DecoderBlock",
     "EncoderBlock",
     "FeedForward",

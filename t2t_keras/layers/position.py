@@ -3,7 +3,20 @@
 import math
 
 import keras
+import numpy as np
 from keras import ops
+
+from t2t_keras.token_ids import START_ID
+
+
+def sinusoids(positions, depth: int, max_wavelength: float = 10000.0):
+    """The paper's encoding of integer `positions` [...] -> float32 [..., depth]: sin and cos
+    of position / max_wavelength^(2i/depth), interleaved."""
+    pair_index = ops.arange((depth + 1) // 2, dtype="float32")  # i in the formula
+    inverse_frequency = ops.exp(-math.log(max_wavelength) * 2.0 * pair_index / depth)
+    angles = ops.expand_dims(ops.cast(positions, "float32"), -1) * inverse_frequency  # [..., ceil(d/2)]
+    interleaved = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # [..., ceil(d/2), 2]
+    return ops.reshape(interleaved, (*ops.shape(positions), -1))[..., :depth]
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -28,13 +41,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         self.max_wavelength = float(max_wavelength)
 
     def call(self, inputs, start_index=0):
-        length, depth = ops.shape(inputs)[1], inputs.shape[-1]
-        positions = ops.cast(ops.arange(length) + start_index, "float32")
-        pair_index = ops.arange((depth + 1) // 2, dtype="float32")  # i in the formula
-        inverse_frequency = ops.exp(-math.log(self.max_wavelength) * 2.0 * pair_index / depth)
-        angles = positions[:, None] * inverse_frequency[None, :]  # [L, ceil(d/2)]
-        interleaved = ops.reshape(ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1), (length, -1))
-        return ops.cast(interleaved[None, :, :depth], self.compute_dtype)
+        positions = ops.arange(ops.shape(inputs)[1]) + start_index
+        return ops.cast(sinusoids(positions, inputs.shape[-1], self.max_wavelength)[None], self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return (1, input_shape[1], input_shape[2])
@@ -42,6 +50,54 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(max_wavelength=self.max_wavelength)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class CopyPositionEncoding(keras.layers.Layer):
+    """Where in the source the next copied token comes from, for targets that copy their source
+    in order with other tokens between the copies (a parsing tree's words between its brackets).
+
+    The copy position of a decoder input is the number of copied tokens fed up to and including
+    it, which is the source index of the next token to copy; its sinusoid (the source's own
+    position encoding) goes through a learned projection. Without it the decoder has to find
+    its place in the source by content, and loses it where words repeat ("in the demand ... in
+    the market segments in which ..."): WORKSPACE.md, Parsing experiments.
+
+    Args:
+      structure_tokens: target ids that are not copies (they do not advance the position).
+      vocab_size: the target vocabulary size.
+
+    Call arguments:
+      ids: decoder input ids [B, T].
+      copied_before: copied tokens fed before ids[:, 0], [B] (incremental decoding); default 0.
+
+    Returns (encodings [B, T, d] to add to the decoder inputs, copied tokens fed up to the last
+    position [B]).
+    """
+
+    def __init__(self, structure_tokens, vocab_size, **kwargs):
+        super().__init__(**kwargs)
+        self.structure_tokens = tuple(sorted(int(token) for token in structure_tokens))
+        self.vocab_size = int(vocab_size)
+        self.is_copy = np.ones(self.vocab_size, np.int32)
+        self.is_copy[[*self.structure_tokens, START_ID]] = 0  # the start symbol copies nothing either
+
+    def build(self, input_shape, hidden_size=None):
+        self.hidden_size = int(hidden_size or input_shape[-1])
+        self.projection = keras.layers.Dense(self.hidden_size, use_bias=False, dtype=self.dtype_policy, name="projection")
+        self.projection.build((None, None, self.hidden_size))
+
+    def call(self, ids, copied_before=None):
+        copied = ops.cumsum(ops.take(ops.convert_to_tensor(self.is_copy), ops.cast(ids, "int32"), axis=0), axis=1)
+        if copied_before is not None:
+            copied = copied + ops.expand_dims(copied_before, 1)
+        encodings = self.projection(ops.cast(sinusoids(copied, self.hidden_size), self.compute_dtype))
+        return encodings, copied[:, -1]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(structure_tokens=list(self.structure_tokens), vocab_size=self.vocab_size)
         return config
 
 

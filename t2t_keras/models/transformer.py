@@ -11,7 +11,7 @@ from t2t_keras.layers.block_config import BlockConfig
 from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.embedding import SharedEmbedding
 from t2t_keras.layers.encoder_block import EncoderBlock
-from t2t_keras.layers.position import LearnedPositionEmbedding, SinusoidalPositionEncoding
+from t2t_keras.layers.position import CopyPositionEncoding, LearnedPositionEmbedding, SinusoidalPositionEncoding
 from t2t_keras.registry import register_model
 from t2t_keras.token_ids import START_ID
 
@@ -35,6 +35,7 @@ class DecoderCache(NamedTuple):
     memory_keys: tuple  # per layer [B, h, S, d_k]: cross-attention keys of the encoder output
     memory_values: tuple  # per layer [B, h, S, d_v]
     memory_mask: object  # [B, 1, S] bool
+    copied: object  # [B * K] int32: copied tokens fed so far (see CopyPositionEncoding; 0 without it)
 
     def reorder(self, reorder_fn) -> "DecoderCache":
         """The cache with each hypothesis's self-attention keys/values moved by `reorder_fn`.
@@ -42,7 +43,9 @@ class DecoderCache(NamedTuple):
         The memory fields are the same for every hypothesis of a sentence, so beam search
         need not gather them at every step.
         """
-        return self._replace(keys=tuple(map(reorder_fn, self.keys)), values=tuple(map(reorder_fn, self.values)))
+        return self._replace(
+            keys=tuple(map(reorder_fn, self.keys)), values=tuple(map(reorder_fn, self.values)), copied=reorder_fn(self.copied)
+        )
 
 
 def shift_right(targets):
@@ -69,9 +72,11 @@ class Transformer(keras.Model):
       hparams: an `HParams` or its dict (the model group of fields is used).
       vocab_size: source vocabulary size (and target size unless `target_vocab_size`).
       target_vocab_size: target vocabulary size when it differs; requires unshared weights.
+      structure_tokens: the problem's `structure_tokens` (target ids that are not copies of
+        the source), required by hparams.copy_position_encoding.
     """
 
-    def __init__(self, hparams, vocab_size, target_vocab_size=None, **kwargs):
+    def __init__(self, hparams, vocab_size, target_vocab_size=None, structure_tokens=None, **kwargs):
         super().__init__(**kwargs)
         self.hparams = hparams if isinstance(hparams, HParams) else HParams.from_dict(hparams)
         self.vocab_size = int(vocab_size)
@@ -82,6 +87,12 @@ class Transformer(keras.Model):
                 f"shared_embedding_and_softmax_weights needs one vocabulary, got source {self.vocab_size} "
                 f"and target {self.target_vocab_size}; set shared_embedding_and_softmax_weights=false."
             )
+        if hp.copy_position_encoding and structure_tokens is None:
+            raise ValueError(
+                "copy_position_encoding needs a problem whose targets copy the source in order "
+                "(one with structure_tokens, e.g. parsing_english_ptb_sample_words)."
+            )
+        self.structure_tokens = list(structure_tokens) if hp.copy_position_encoding else None
         dtype = self.dtype_policy
         self.source_embedding = SharedEmbedding(self.vocab_size, hp.hidden_size, dtype=dtype, name="shared_embedding" if hp.shared_embedding_and_softmax_weights else "source_embedding")
         if hp.shared_embedding_and_softmax_weights:
@@ -111,6 +122,9 @@ class Transformer(keras.Model):
         for i in range(hp.num_hidden_layers):
             setattr(self, f"encoder_{i}", EncoderBlock(block, dtype=dtype, name=f"encoder_{i}"))
             setattr(self, f"decoder_{i}", DecoderBlock(block, dtype=dtype, name=f"decoder_{i}"))
+        self.copy_position = None
+        if hp.copy_position_encoding:
+            self.copy_position = CopyPositionEncoding(self.structure_tokens, self.target_vocab_size, dtype=dtype, name="copy_position")
         self.embedding_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout, dtype=dtype)
         if hp.norm_type == "pre":  # pre-norm stacks end unnormalised: one final LayerNorm each
             self.encoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="encoder_norm")
@@ -118,13 +132,14 @@ class Transformer(keras.Model):
 
     @classmethod
     def from_hparams(
-        cls, hparams: HParams, vocab_size: int, target_vocab_size: int | None = None, dtype=None
+        cls, hparams: HParams, vocab_size: int, target_vocab_size: int | None = None, dtype=None, structure_tokens=None
     ) -> "Transformer":
         """A built model (weights created, so `count_params()` works).
 
         `dtype` is a Keras dtype policy name ("mixed_bfloat16"...); default: the global policy.
+        `structure_tokens`: the problem's, used with hparams.copy_position_encoding.
         """
-        model = cls(hparams.validated(), vocab_size, target_vocab_size, dtype=dtype)
+        model = cls(hparams.validated(), vocab_size, target_vocab_size, structure_tokens, dtype=dtype)
         model.build()
         return model
 
@@ -135,6 +150,8 @@ class Transformer(keras.Model):
             layer.build()
         self.source_position.build(stream_shape)
         self.target_position.build(stream_shape)
+        if self.copy_position is not None:
+            self.copy_position.build(stream_shape)
         for block in (*self.encoder_blocks, *self.decoder_blocks):
             block.build(stream_shape)
         if self.hparams.norm_type == "pre":
@@ -160,7 +177,7 @@ class Transformer(keras.Model):
     def encode(self, inputs, training=None) -> Encoded:
         """Encoder outputs for source ids [B, S] (0 = padding)."""
         mask = masks.key_padding_mask(inputs)
-        x = self._embed(self.source_embedding, self.source_position, inputs, 0, training)
+        x = self._embed_sources(inputs, training)
         for block in self.encoder_blocks:
             x = block(x, attention_mask=mask, training=training)
         if self.hparams.norm_type == "pre":
@@ -169,7 +186,7 @@ class Transformer(keras.Model):
 
     def decode(self, targets, encoded: Encoded, training=None):
         """Teacher-forced logits [B, T, V] (float32) for target ids [B, T]."""
-        x = self._embed(self.target_embedding, self.target_position, shift_right(targets), 0, training)
+        x, _ = self._embed_targets(shift_right(targets), 0, training=training)
         causal = masks.causal_mask(ops.shape(targets)[1])
         for block in self.decoder_blocks:
             x = block(x, encoded.outputs, self_attention_mask=causal, memory_mask=encoded.mask, training=training)
@@ -183,14 +200,14 @@ class Transformer(keras.Model):
         weights is the query that predicts target token t.
         """
         mask = masks.key_padding_mask(inputs)
-        x = self._embed(self.source_embedding, self.source_position, inputs, 0, False)
+        x = self._embed_sources(inputs, training=False)
         weights = {"encoder_self": [], "decoder_self": [], "encoder_decoder": []}
         for block in self.encoder_blocks:
             x, layer_weights = block(x, attention_mask=mask, return_attention_scores=True)
             weights["encoder_self"].append(layer_weights)
         if self.hparams.norm_type == "pre":
             x = self.encoder_norm(x)
-        y = self._embed(self.target_embedding, self.target_position, shift_right(targets), 0, False)
+        y, _ = self._embed_targets(shift_right(targets), 0, training=False)
         causal = masks.causal_mask(ops.shape(targets)[1])
         for block in self.decoder_blocks:
             y, layer_weights = block(y, x, self_attention_mask=causal, memory_mask=mask, return_attention_scores=True)
@@ -212,12 +229,13 @@ class Transformer(keras.Model):
             memory_keys=tuple(k for k, _ in memory),
             memory_values=tuple(v for _, v in memory),
             memory_mask=encoded.mask,
+            copied=ops.zeros((batch_size,), "int32"),
         )
 
     def decode_step(self, ids, index, cache: DecoderCache):
         """Feeds `ids` [B * K] at position `index` (= the cache's length); returns (next-token
         logits [B * K, V] float32, the cache one position longer)."""
-        x = self._embed(self.target_embedding, self.target_position, ids[:, None], index, training=False)
+        x, copied = self._embed_targets(ids[:, None], index, training=False, copied_before=cache.copied)
         keys, values = [], []
         for layer, block in enumerate(self.decoder_blocks):
             x, layer_keys, layer_values = block.call_with_cache(
@@ -225,15 +243,27 @@ class Transformer(keras.Model):
             )
             keys.append(layer_keys)
             values.append(layer_values)
-        cache = cache._replace(keys=tuple(keys), values=tuple(values))
+        cache = cache._replace(keys=tuple(keys), values=tuple(values), copied=copied)
         if self.hparams.norm_type == "pre":
             x = self.decoder_norm(x)
         return self.softmax_projection.step_logits(x[:, 0, :]), cache
 
-    def _embed(self, embedding, position, ids, start_index, training):
-        x = embedding(ids)
-        x = x + position(x, start_index=start_index)
+    def _embed_sources(self, ids, training):
+        x = self.source_embedding(ids)
+        x = x + self.source_position(x)
         return self.embedding_dropout(x, training=training)
+
+    def _embed_targets(self, ids, start_index, training, copied_before=None):
+        """Decoder inputs for target ids [B, T] at positions start_index..., and the copied
+        tokens fed up to the last of them [B] (`copied_before` unchanged without
+        copy_position_encoding)."""
+        x = self.target_embedding(ids)
+        x = x + self.target_position(x, start_index=start_index)
+        copied = copied_before
+        if self.copy_position is not None:
+            encodings, copied = self.copy_position(ids, copied_before)
+            x = x + encodings
+        return self.embedding_dropout(x, training=training), copied
 
     def _logits(self, x):
         if self.hparams.norm_type == "pre":
@@ -243,6 +273,7 @@ class Transformer(keras.Model):
     def get_config(self):
         config = super().get_config()
         config.update(
-            hparams=self.hparams.to_dict(), vocab_size=self.vocab_size, target_vocab_size=self.target_vocab_size
+            hparams=self.hparams.to_dict(), vocab_size=self.vocab_size, target_vocab_size=self.target_vocab_size,
+            structure_tokens=self.structure_tokens,
         )
         return config

@@ -40,6 +40,19 @@ MAX_CONSTITUENTS_PER_WORD = 2
 MAX_OPENINGS_IN_A_ROW = 6
 
 
+def target_token_classes(vocabulary) -> np.ndarray:
+    """The class of every target token: OPEN ("▁(LABEL"), SHUT ("▁)"), END (EOS) or OTHER."""
+    pieces = vocabulary.pieces(range(vocabulary.size))
+    classes = np.full(len(pieces), OTHER, np.int32)
+    for token, piece in enumerate(pieces):
+        if piece == WORD_START + CLOSE:
+            classes[token] = SHUT
+        elif piece.startswith(WORD_START + "(") and len(piece) > 2:
+            classes[token] = OPEN
+    classes[EOS_ID] = END
+    return classes
+
+
 class TreeFilter:
     """The parsing TokenFilter for a problem's (source, target) `Vocabularies`.
 
@@ -50,13 +63,7 @@ class TreeFilter:
 
     def __init__(self, vocabularies, copy_words: bool = False):
         pieces = vocabularies.target.pieces(range(vocabularies.target.size))
-        classes = np.full(len(pieces), OTHER, np.int32)
-        for token, piece in enumerate(pieces):
-            if piece == WORD_START + CLOSE:
-                classes[token] = SHUT
-            elif piece.startswith(WORD_START + "(") and len(piece) > 2:
-                classes[token] = OPEN
-        classes[EOS_ID] = END
+        classes = target_token_classes(vocabularies.target)
         self.copy_words = copy_words
         self.placeholder = None if copy_words else pieces.index(WORD_START + PLACEHOLDER) if WORD_START + PLACEHOLDER in pieces else -1
         if not {OPEN, SHUT} <= set(classes.tolist()) or self.placeholder == -1:

@@ -74,6 +74,11 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             f"{problem.name} has separate source and target vocabularies: use an hparams set for it, or add "
             "--hparams=shared_embedding_and_softmax_weights=false."
         )
+    if hparams.copy_position_encoding and problem.structure_tokens(vocabularies) is None:
+        raise UsageError(
+            f"copy_position_encoding=true needs targets that copy the source; {problem.name}'s do not "
+            "(use it with parsing_english_ptb_sample_words)."
+        )
     best_metric = _best_metric(settings, problem.score_name)
     decode_hparams = apply_overrides(problem.decode_defaults, settings.decode_hparams, "--decode_hparams").validated()
     _check_restart(run_dir, hparams, problem, vocabularies, settings, chief)
@@ -91,7 +96,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
 
     with strategy.scope():
         model = registry.model(hparams.model).from_hparams(
-            hparams, vocabularies.source.size, vocabularies.target.size, dtype=hparams.mixed_precision
+            hparams, vocabularies.source.size, vocabularies.target.size, dtype=hparams.mixed_precision,
+            structure_tokens=problem.structure_tokens(vocabularies),
         )
         optimizer = make_optimizer(hparams, settings.train_steps)
         train_step = TrainStep(model, optimizer, hparams, strategy)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_keras.layers.position import LearnedPositionEmbedding, SinusoidalPositionEncoding
+from t2t_keras.layers.position import CopyPositionEncoding, LearnedPositionEmbedding, SinusoidalPositionEncoding
 from tests.testing import run_layer_test
 
 
@@ -52,3 +52,24 @@ def test_learned_offset_reads_later_rows():
     layer = LearnedPositionEmbedding(max_length=20)
     full = layer(tf.zeros((1, 10, 4)))
     np.testing.assert_array_equal(layer(tf.zeros((1, 2, 4)), start_index=6)[0], full[0, 6:8])
+
+
+def test_copy_position_counts_copied_tokens_and_encodes_them_with_the_sinusoid():
+    """Structure tokens (here 3 = "(", 4 = ")", 1 = EOS) and the start symbol 0 do not advance the
+    copy position; every other token does; the encoding is the projected sinusoid of the count."""
+    layer = CopyPositionEncoding(structure_tokens=[1, 3, 4], vocab_size=20)
+    ids = tf.constant([[0, 3, 7, 8, 4, 3, 9, 4, 1], [0, 9, 9, 9, 3, 4, 1, 0, 0]])
+    layer.build((None, None, 6))
+    layer.projection.kernel.assign(tf.eye(6))
+    encodings, last = layer(ids)
+    counts = [[0, 0, 1, 2, 2, 2, 3, 3, 3], [0, 1, 2, 3, 3, 3, 3, 3, 3]]
+    for row in range(2):
+        np.testing.assert_allclose(encodings[row].numpy(), _paper_formula(counts[row], 6), atol=2e-5)
+    np.testing.assert_array_equal(last, [3, 3])
+    # Incremental decoding: one position at a time from the count so far gives the same.
+    copied = tf.zeros([2], tf.int32)
+    for index in range(ids.shape[1]):
+        step, copied = layer(ids[:, index : index + 1], copied)
+        np.testing.assert_allclose(step[:, 0].numpy(), encodings[:, index].numpy(), atol=1e-6)
+    restored = CopyPositionEncoding.from_config(layer.get_config())
+    assert restored.structure_tokens == (1, 3, 4) and restored.vocab_size == 20

@@ -25,7 +25,13 @@ VARIANTS = {
     "pre_norm": _tiny(norm_type="pre"),
     "learned_positions": _tiny(positional_encoding="learned"),
     "unshared_dk_dv": _tiny(shared_embedding_and_softmax_weights=False, attention_key_depth=3, attention_value_depth=5),
+    "copy_positions": _tiny(norm_type="pre", copy_position_encoding=True),
 }
+STRUCTURE_TOKENS = [1, 3, 4, 5]  # EOS and three "brackets" (ids drawn from 3..VOCAB)
+
+
+def _build(variant):
+    return Transformer.from_hparams(VARIANTS[variant], VOCAB, structure_tokens=STRUCTURE_TOKENS)
 
 
 def _ids(shape, seed):
@@ -43,7 +49,7 @@ def test_causality(variant):
     logits[:, j] predict targets[:, j] from targets[:, :j], so they stay equal up to j = i + 1
     and must change from j = i + 2 on.
     """
-    model = Transformer.from_hparams(VARIANTS[variant], VOCAB)
+    model = _build(variant)
     inputs, targets = _ids((2, 6), 0), _ids((2, 8), 1)
     before = _logits(model, inputs, targets)
     for i in (0, 3, 5):
@@ -56,7 +62,7 @@ def test_causality(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_source_padding_changes_nothing(variant):
     """Appending padding to a source sentence leaves encoder outputs and logits unchanged."""
-    model = Transformer.from_hparams(VARIANTS[variant], VOCAB)
+    model = _build(variant)
     inputs, targets = _ids((2, 5), 0), _ids((2, 7), 1)
     padded = tf.pad(inputs, [[0, 0], [0, 4]])
     np.testing.assert_allclose(_logits(model, padded, targets), _logits(model, inputs, targets), atol=1e-5)
@@ -66,7 +72,7 @@ def test_source_padding_changes_nothing(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cached_decoding_reproduces_teacher_forcing(variant):
     """decode_step fed the shifted targets one at a time gives the teacher-forced logits."""
-    model = Transformer.from_hparams(VARIANTS[variant], VOCAB)
+    model = _build(variant)
     inputs = tf.constant([[5, 6, 7, 8, 0, 0], [9, 10, 11, 12, 13, 14]])
     targets = _ids((2, 9), 1)
     full = _logits(model, inputs, targets)
@@ -112,8 +118,9 @@ def test_separate_target_vocabulary():
         Transformer.from_hparams(_tiny(), VOCAB, target_vocab_size=30)
 
 
-def test_config_round_trip_and_weights():
-    model = Transformer.from_hparams(_tiny(norm_type="pre"), VOCAB)
+@pytest.mark.parametrize("variant", ["pre_norm", "copy_positions"])
+def test_config_round_trip_and_weights(variant):
+    model = _build(variant)
     config = json.loads(json.dumps(model.get_config()))
     restored = Transformer.from_config(config)
     features = {"inputs": _ids((2, 4), 0), "targets": _ids((2, 5), 1)}
@@ -123,14 +130,28 @@ def test_config_round_trip_and_weights():
     assert restored.hparams == model.hparams
 
 
-@pytest.mark.parametrize("variant", ["pre_norm", "unshared_dk_dv"])
+def test_copy_positions_tell_the_decoder_where_it_is_in_the_source():
+    """Two target prefixes with the same tokens at the last position, but a different number of
+    copied tokens before it, get different logits there only with copy_position_encoding; and the
+    hparam needs the problem's structure tokens."""
+    targets = tf.constant([[7, 3, 8, 4, 6], [3, 4, 3, 4, 6]])  # 2 copies vs 0 before the last input
+    inputs = tf.constant([[7, 8, 9, 1], [7, 8, 9, 1]])
+    for variant, differs in (("pre_norm", False), ("copy_positions", True)):
+        model = _build(variant)
+        x, _ = model._embed_targets(targets, 0, training=False)
+        assert (np.abs(x[0, -1] - x[1, -1]).max() > 1e-3) == differs
+    with pytest.raises(ValueError, match="copy_position_encoding needs a problem"):
+        Transformer.from_hparams(VARIANTS["copy_positions"], VOCAB)
+
+
+@pytest.mark.parametrize("variant", ["pre_norm", "unshared_dk_dv", "copy_positions"])
 def test_tf_checkpoint_holds_every_weight(variant, tmp_path):
     """tf.train.Checkpoint (the trainer's format) saves and restores all weights."""
-    model = Transformer.from_hparams(VARIANTS[variant], VOCAB)
+    model = _build(variant)
     path = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
     saved = [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
     assert len(saved) == len({id(w) for w in model.weights})
-    fresh = Transformer.from_hparams(VARIANTS[variant], VOCAB)
+    fresh = _build(variant)
     tf.train.Checkpoint(model=fresh).restore(path).assert_consumed()
     for restored, original in zip(fresh.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(restored, original)

@@ -14,6 +14,7 @@ from t2t_keras.data import datagen
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.data.text_files import TextStats
 from t2t_keras.evaluation.evalb import read_trees
+from t2t_keras.parsing.trees import PTB_LABELS
 from t2t_keras.problems.parsing_english import PTB_SAMPLE_DIR
 from t2t_keras.training import trainer
 from t2t_keras.training.evaluator import Evaluator
@@ -93,6 +94,23 @@ def test_bad_input_is_one_line(tmp_path):
     assert not (tmp_path / "d2" / "parsing_english_ptb_sample.manifest.json").exists()
 
 
+def test_copy_positions_need_targets_that_copy_the_source(tmp_path):
+    problem = registry.problem("parsing_english_ptb_sample")  # XX targets: no copies
+    data_dir = tmp_path / "data"
+    datagen.generate(problem, str(data_dir), None, progress=False)
+    assert_one_line_error(
+        _cli("trainer", f"--problem={problem.name}", "--hparams_set=transformer_parsing_tiny", "--hparams=copy_position_encoding=true",
+             f"--data_dir={data_dir}", f"--output_dir={tmp_path / 'train'}", "--train_steps=1"),
+        "error: copy_position_encoding=true needs targets that copy the source; parsing_english_ptb_sample's do not",
+    )
+    words = registry.problem("parsing_english_ptb_sample_words")
+    datagen.generate(words, str(tmp_path / "words"), None, progress=False)
+    vocabularies = words.load_vocabularies(str(tmp_path / "words"))
+    structure = words.structure_tokens(vocabularies)
+    pieces = vocabularies.target.pieces(structure)
+    assert len(structure) == len(PTB_LABELS) + 2 and "</s>" in pieces and "\u2581)" in pieces and "\u2581(NP" in pieces
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_name", ["parsing_english_ptb_sample", "parsing_english_ptb_sample_words"])
 def test_train_decode_and_score_end_to_end(tmp_path, problem_name):
@@ -103,9 +121,10 @@ def test_train_decode_and_score_end_to_end(tmp_path, problem_name):
     problem = registry.problem(problem_name)
     data_dir, output_dir = tmp_path / "data", tmp_path / "train"
     datagen.generate(problem, str(data_dir), None, progress=False)
-    hparams = registry.hparams(
-        "transformer_parsing_tiny", "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=2,tokens_per_batch=2048,learning_rate_warmup_steps=20"
-    )
+    overrides = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=2,tokens_per_batch=2048,learning_rate_warmup_steps=20"
+    if problem.copy_words:  # the recipe's model: the decoder told where it is in the source
+        overrides += ",copy_position_encoding=true"
+    hparams = registry.hparams("transformer_parsing_tiny", overrides)
     settings = trainer.RunSettings(output_dir=str(output_dir), data_dir=str(data_dir), train_steps=20,
                                    save_checkpoints_steps=20, log_steps=20, evaluate=False)
     trainer.train(problem, hparams, settings, tf.distribute.OneDeviceStrategy("/cpu:0"))
