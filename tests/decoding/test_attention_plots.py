@@ -42,7 +42,7 @@ def test_first_encoder_layer_weights_match_a_numpy_recomputation(weights_and_tok
     model, _ = weights_and_tokens
     inputs = tf.constant([[5, 6, 7, 1, 0, 0]])
     weights = model.attention_weights(inputs, tf.constant([[8, 9, 1]]))["encoder_self"][0][0].numpy()  # [h, S, S]
-    x = model._embed(model.source_embedding, model.source_position, inputs, 0, False)
+    x = model._embed_sources(inputs, training=False)
     attention = model.encoder_blocks[0].self_attention
     x = model.encoder_blocks[0].self_attention_residual.prepare(x)  # identity for post-norm
     heads, depth = attention.num_heads, attention.key_depth
