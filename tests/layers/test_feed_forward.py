@@ -38,4 +38,4 @@ def test_relu_dropout_zeroes_inner_activations_in_training_only():
     zeroed = positive & (dropped == 0.0)
     assert 0.3 < zeroed.sum() / positive.sum() < 0.7
     kept = positive & ~zeroed
-    np.testing.assert_allclose(dropped[kept], activations[kept] / (1 - rate), rtol=1e-5)
+    np.testing.assert_allclose(dropped[kept], activations[kept] / (1 - rate), rtol=1e-5, atol=1e-6)  # numpy and TF sum in different orders
