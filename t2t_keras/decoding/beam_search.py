@@ -120,21 +120,19 @@ def beam_search(
         state, filter_state = states
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
         logits, state = step_fn(ids, index, state)
-        logits = tf.cast(logits, tf.float32)
-        # log P = logits - log_normalizer; only the chosen tokens' are ever needed, so the
-        # [B * K, V] log-softmax is never written out.
-        log_normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+        # One fused kernel; measured faster than logits - reduce_logsumexp(logits) for the few
+        # chosen tokens (TensorFlow runs that as separate max, subtract, exp and sum passes).
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
         room = row_max_lengths - (index + 1)  # tokens that may still follow the one chosen now
         if token_filter is not None:
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
-            logits = tf.where(token_filter.allowed(filter_state, room), logits, NEG_INF)
-        log_prob = lambda chosen_logits: tf.maximum(chosen_logits - log_normalizer, NEG_INF)  # noqa: E731  (masked stay NEG_INF)
+            log_probs = tf.where(token_filter.allowed(filter_state, room), log_probs, NEG_INF)
 
         # Each hypothesis's 2K best next tokens (all of a smaller vocabulary); at a sentence's
         # last position only EOS.
-        row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
-        row_logits, row_tokens = top_k_rows(logits, row_k)
-        row_log_probs, eos_log_probs = log_prob(row_logits), log_prob(logits[:, eos_id : eos_id + 1])
+        row_k = 2 * K if log_probs.shape[-1] is None else min(2 * K, log_probs.shape[-1])
+        row_log_probs, row_tokens = top_k_rows(log_probs, row_k)
+        eos_log_probs = log_probs[:, eos_id : eos_id + 1]
         at_limit = (room <= 0)[:, None]
         first = tf.range(row_k)[None, :] == 0
         row_log_probs = tf.where(at_limit, tf.where(first, eos_log_probs, NEG_INF), row_log_probs)
