@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.token_ids import PAD_ID
+from t2t_keras.training.adam import FusedAdam
 from t2t_keras.training.losses import loss_sum_and_weight
 from t2t_keras.training.schedules import RsqrtWarmupSchedule
 
@@ -28,7 +29,7 @@ def make_optimizer(hparams: HParams, train_steps: int = 0) -> keras.optimizers.O
         hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate,
         cooldown_steps=hparams.learning_rate_cooldown_steps, train_steps=train_steps,
     )
-    optimizer = keras.optimizers.Adam(
+    optimizer = FusedAdam(
         learning_rate=schedule, beta_1=hparams.adam_beta1, beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon,
         weight_decay=hparams.weight_decay or None,
     )

@@ -78,3 +78,25 @@ def test_weight_decay_shrinks_weights_by_learning_rate_times_decay():
         optimizer.apply_gradients([(gradients, variable)])
     assert rates[0] == rates[1] > 0
     np.testing.assert_allclose(variables[0].numpy() - variables[1].numpy(), rates[1] * 0.01 * initial, rtol=1e-3, atol=1e-7)  # float32 steps of ~1e-7 near 1
+
+
+def test_fused_adam_equals_keras_adam():
+    """One kernel per variable, the same update as keras.optimizers.Adam (and AdamW) over
+    several steps, gradients from 1e-6 to 1 in size."""
+    import keras
+
+    from t2t_keras.training.adam import FusedAdam
+
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(16, 8)).astype(np.float32)
+    gradients = [rng.normal(size=(16, 8)).astype(np.float32) * 10 ** rng.uniform(-6, 0) for _ in range(5)]
+    for weight_decay in (None, 0.01):
+        results = []
+        for optimizer_class in (keras.optimizers.Adam, FusedAdam):
+            variable = keras.Variable(start)
+            optimizer = optimizer_class(learning_rate=1e-2, beta_1=0.9, beta_2=0.98, epsilon=1e-9, weight_decay=weight_decay)
+            for gradient in gradients:
+                optimizer.apply_gradients([(tf.constant(gradient), variable)])
+            results.append(variable.numpy())
+        assert np.abs(results[0] - start).max() > 1e-2
+        np.testing.assert_allclose(results[1], results[0], atol=1e-6)
