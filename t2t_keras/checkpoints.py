@@ -162,9 +162,10 @@ def build_model(run_dir: RunDir, dtype=None):
     """The model an output_dir describes (hparams.json + vocabularies), with fresh weights."""
     hparams = run_dir.hparams()
     vocabularies = run_dir.vocabularies()
+    # Only copy positions need the problem (it must then be registered, or loaded with --t2t_usr_dir).
+    structure_tokens = run_dir.problem().structure_tokens(vocabularies) if hparams.copy_position_encoding else None
     return registry.model(hparams.model).from_hparams(
-        hparams, vocabularies.source.size, vocabularies.target.size, dtype=dtype,
-        structure_tokens=run_dir.problem().structure_tokens(vocabularies),
+        hparams, vocabularies.source.size, vocabularies.target.size, dtype=dtype, structure_tokens=structure_tokens
     )
 
 
