@@ -90,10 +90,14 @@ class MultiHeadAttention(keras.layers.Layer):
         N is B, or B * K for beam search: the K hypotheses of each sentence (rows b * K ..
         b * K + K - 1) attend over that sentence's memory, as K * Lq queries of one row, so
         the encoder output is neither copied per beam nor read once per hypothesis. Then the
-        mask is [B, 1, Lk] and the weights [B, h, K * Lq, Lk].
+        mask is [B, 1, Lk] and the weights [B, h, K * Lq, Lk]. A decoding step's `query` may
+        be [N, d] (one position; the output is [N, d] too).
         """
-        rows, length = ops.shape(query)[0], ops.shape(query)[1]
         queries = self._split_heads(self.query_dense(query), self.key_depth, ops.shape(keys)[0])
+        return self._attention(query, queries, keys, values, attention_mask, training, return_attention_scores)
+
+    def _attention(self, query, queries, keys, values, attention_mask, training, return_attention_scores):
+        """softmax(Q K^T / sqrt(d_k)) V, then W^O, for `queries` [B, h, K * Lq, d_k] of `query`."""
         queries = queries * ops.cast(self.key_depth**-0.5, queries.dtype)
         # transpose_b instead of a transposed copy of the keys (a growing cache at every step).
         logits = ops.cast(tf.matmul(queries, keys, transpose_b=True), "float32")  # [B, h, K * Lq, Lk]
@@ -104,12 +108,15 @@ class MultiHeadAttention(keras.layers.Layer):
             logits = logits + ops.where(mask, 0.0, MASKED_LOGIT)
         weights = ops.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
         context = ops.matmul(self.dropout_layer(weights, training=training), values)  # [B, h, K * Lq, d_v]
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (rows, length, self.num_heads * self.value_depth))
+        if context.shape[2] == 1:  # one query per row: moving heads before it is a reshape
+            context = ops.reshape(context, (*ops.shape(query)[:-1], self.num_heads * self.value_depth))
+        else:
+            context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (*ops.shape(query)[:-1], self.num_heads * self.value_depth))
         outputs = self.output_dense(context)
         return (outputs, weights) if return_attention_scores else outputs
 
     def _split_heads(self, projected, depth, batch_size=None):
-        """[N, L, h * depth] -> [B, h, N / B * L, depth] (B: default N)."""
+        """[N, L, h * depth] (or [N, h * depth]) -> [B, h, N / B * L, depth] (B: default N)."""
         if batch_size is None:
             batch_size = ops.shape(projected)[0]
         return ops.transpose(ops.reshape(projected, (batch_size, -1, self.num_heads, depth)), (0, 2, 1, 3))
@@ -121,18 +128,23 @@ class MultiHeadAttention(keras.layers.Layer):
         return keys, values
 
     def call_with_cache(self, query, key_cache, value_cache):
-        """Self-attention of the step `query` [B, 1, d], the position after those cached.
+        """Self-attention of the step `query` [N, d], the position after those cached.
 
         Appends the step's key and value to the caches and attends over all of them: every
-        cached position precedes the query, so no mask is needed.
+        cached position precedes the query, so no mask is needed. Rank-2 tensors throughout:
+        at one position per row, splitting heads is a reshape, and TensorFlow runs plain
+        matmuls without the shape arithmetic of [N, 1, d] products.
 
         Returns:
-          (output [B, 1, d], key_cache [B, h, t + 1, d_k], value_cache [B, h, t + 1, d_v])
+          (output [N, d], key_cache [N, h, t + 1, d_k], value_cache [N, h, t + 1, d_v])
         """
-        step_keys, step_values = self.project_memory(query)
+        one_position = lambda projected, depth: ops.reshape(projected, (-1, self.num_heads, 1, depth))  # noqa: E731
+        step_keys = one_position(self.key_dense(query), self.key_depth)
+        step_values = one_position(self.value_dense(query), self.value_depth)
         key_cache = ops.concatenate([key_cache, ops.cast(step_keys, key_cache.dtype)], axis=2)
         value_cache = ops.concatenate([value_cache, ops.cast(step_values, value_cache.dtype)], axis=2)
-        outputs = self.attend(query, key_cache, value_cache, training=False)
+        queries = one_position(self.query_dense(query), self.key_depth)
+        outputs = self._attention(query, queries, key_cache, value_cache, None, False, False)
         return outputs, key_cache, value_cache
 
     def compute_output_shape(self, query_shape, memory_shape=None):

@@ -42,10 +42,11 @@ class DecoderBlock(EncoderBlock):
         return self.cross_attention.project_memory(memory)
 
     def call_with_cache(self, inputs, memory_keys, memory_values, memory_mask, key_cache, value_cache):
-        """One decoding step: `inputs` [B, 1, d] at the position after those in the caches.
+        """One decoding step: `inputs` [N, d] (one position per hypothesis) at the position
+        after those in the caches; N = B * K hypotheses of the memory's B sentences.
 
         Returns:
-          (outputs [B, 1, d], key_cache, value_cache), the caches one position longer
+          (outputs [N, d], key_cache, value_cache), the caches one position longer
         """
         x = self.self_attention_residual.prepare(inputs)
         x, key_cache, value_cache = self.self_attention.call_with_cache(x, key_cache, value_cache)

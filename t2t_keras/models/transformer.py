@@ -236,6 +236,7 @@ class Transformer(keras.Model):
         """Feeds `ids` [B * K] at position `index` (= the cache's length); returns (next-token
         logits [B * K, V] float32, the cache one position longer)."""
         x, copied = self._embed_targets(ids[:, None], index, training=False, copied_before=cache.copied)
+        x = ops.reshape(x, (-1, self.hparams.hidden_size))  # [B * K, d]: the step runs on rank-2 tensors
         keys, values = [], []
         for layer, block in enumerate(self.decoder_blocks):
             x, layer_keys, layer_values = block.call_with_cache(
@@ -246,7 +247,7 @@ class Transformer(keras.Model):
         cache = cache._replace(keys=tuple(keys), values=tuple(values), copied=copied)
         if self.hparams.norm_type == "pre":
             x = self.decoder_norm(x)
-        return self.softmax_projection.step_logits(x[:, 0, :]), cache
+        return self.softmax_projection.step_logits(x), cache
 
     def _embed_sources(self, ids, training):
         x = self.source_embedding(ids)

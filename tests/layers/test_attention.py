@@ -69,8 +69,8 @@ def test_cached_steps_equal_causal_full_pass():
     full = layer(x, attention_mask=masks.causal_mask(L)).numpy()
     key_cache, value_cache = layer.init_cache(B)
     for index in range(L):
-        step, key_cache, value_cache = layer.call_with_cache(x[:, index : index + 1], key_cache, value_cache)
-        np.testing.assert_allclose(step[:, 0].numpy(), full[:, index], atol=1e-5)
+        step, key_cache, value_cache = layer.call_with_cache(x[:, index], key_cache, value_cache)
+        np.testing.assert_allclose(step.numpy(), full[:, index], atol=1e-5)
         assert key_cache.shape == (B, 4, index + 1, 4) and value_cache.shape == (B, 4, index + 1, 6)
 
 

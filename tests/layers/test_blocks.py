@@ -66,6 +66,6 @@ def test_decoder_cached_steps_equal_full_pass(norm_type):
     key_cache, value_cache = block.self_attention.init_cache(B)
     for index in range(T):
         step, key_cache, value_cache = block.call_with_cache(
-            x[:, index : index + 1], memory_keys, memory_values, memory_mask, key_cache, value_cache
+            x[:, index], memory_keys, memory_values, memory_mask, key_cache, value_cache
         )
-        np.testing.assert_allclose(step[:, 0].numpy(), full[:, index], atol=1e-5)
+        np.testing.assert_allclose(step.numpy(), full[:, index], atol=1e-5)
