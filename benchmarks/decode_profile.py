@@ -42,6 +42,7 @@ def main():
     )
     model = Transformer.from_hparams(hparams, shape.vocab)
     steps, beam = dcfg.forced_steps, dcfg.beam_size
+    model.softmax_projection.choose_step_orientation(dcfg.num_sentences * beam)  # as Translator does
     sources = tf.constant(shapes.decode_sources(dcfg, shape.vocab))
     batch = int(sources.shape[0])
     is_eos = tf.constant(np.arange(shape.vocab) == EOS_ID)

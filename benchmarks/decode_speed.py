@@ -50,6 +50,7 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None):
     )
     model = Transformer.from_hparams(hparams, shape.vocab)
     steps, beam = dcfg.forced_steps, dcfg.beam_size
+    model.softmax_projection.choose_step_orientation(dcfg.num_sentences * beam)  # as Translator does
     extra_length = dcfg.extra_len if extra_length is None else extra_length
     is_eos = tf.constant(np.arange(shape.vocab) == EOS_ID)
 

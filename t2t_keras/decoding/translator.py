@@ -47,6 +47,8 @@ class Translator(tf.Module):
             self.source_tokenizer if vocabularies.shared else vocabularies.target.tf_tokenizer(add_eos=True)
         )
         self.max_position = model.hparams.max_position if model.hparams.positional_encoding == "learned" else None
+        # The decode step's logits in whichever orientation this CPU runs faster for a batch's hypotheses.
+        model.softmax_projection.choose_step_orientation(self.decode_hparams.sentences_per_batch * self.decode_hparams.beam_size)
 
     @classmethod
     def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
