@@ -131,11 +131,10 @@ def test_config_round_trip_and_weights(variant):
 
 
 def test_copy_positions_tell_the_decoder_where_it_is_in_the_source():
-    """Two target prefixes with the same tokens at the last position, but a different number of
-    copied tokens before it, get different logits there only with copy_position_encoding; and the
-    hparam needs the problem's structure tokens."""
+    """The same token at the same target position, after 2 copied tokens in one row and none in
+    the other, gets a different decoder input only with copy_position_encoding; and the hparam
+    needs the problem's structure tokens (3, 4: brackets)."""
     targets = tf.constant([[7, 3, 8, 4, 6], [3, 4, 3, 4, 6]])  # 2 copies vs 0 before the last input
-    inputs = tf.constant([[7, 8, 9, 1], [7, 8, 9, 1]])
     for variant, differs in (("pre_norm", False), ("copy_positions", True)):
         model = _build(variant)
         x, _ = model._embed_targets(targets, 0, training=False)
