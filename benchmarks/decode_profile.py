@@ -25,7 +25,6 @@ shapes = decode_speed.shapes
 def main():
     import dataclasses
 
-    import numpy as np
     import tensorflow as tf
 
     from t2t_keras import registry
@@ -45,14 +44,7 @@ def main():
     model.softmax_projection.choose_step_orientation(dcfg.num_sentences * beam)  # as Translator does
     sources = tf.constant(shapes.decode_sources(dcfg, shape.vocab))
     batch = int(sources.shape[0])
-    is_eos = tf.constant(np.arange(shape.vocab) == EOS_ID)
-
-    def forced(step_fn):
-        def step(ids, index, state):
-            logits, state = step_fn(ids, index, state)
-            return tf.where(tf.equal(is_eos, index == steps - 1)[None, :], logits, -1e9), state
-
-        return step
+    forced = lambda step_fn: decode_speed.forced_steps(step_fn, steps, shape.vocab)  # noqa: E731
 
     def prepared():
         return model.init_cache(model.encode(sources), beam)

@@ -18,6 +18,7 @@ Median of 3 runs after 1 warm-up. Prints one JSON line (shapes.decode_result).
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -34,9 +35,32 @@ from t2t_keras.system import keep_freed_memory  # noqa: E402
 keep_freed_memory()  # as the CLIs do (see t2t_keras/system.py)
 
 
+def forced_steps(step_fn, steps, vocab_size):
+    """`step_fn` made to run exactly `steps` steps, as the peers are: EOS impossible before the
+    last step, the only choice at it. Before it only the EOS column changes (as CTranslate2's
+    min_decoding_length does it), not the whole [rows, V] logits."""
+    import numpy as np
+    import tensorflow as tf
+
+    from t2t_keras.token_ids import EOS_ID
+
+    is_eos = tf.constant(np.arange(vocab_size) == EOS_ID)
+
+    def step(ids, index, state):
+        logits, state = step_fn(ids, index, state)
+        rows = tf.shape(logits)[0]
+        eos_column = tf.stack([tf.range(rows), tf.fill([rows], EOS_ID)], axis=1)
+        return tf.cond(
+            index < steps - 1,
+            lambda: tf.tensor_scatter_nd_update(logits, eos_column, tf.fill([rows], -1e9)),
+            lambda: tf.where(is_eos[None, :], logits, -1e9),
+        ), state
+
+    return step
+
+
 def build_decoder(shape, dcfg, cached=True, extra_length=None):
     """A callable: int32 source ids [B, S] -> output ids [B, forced_steps] (best beam)."""
-    import numpy as np
     import tensorflow as tf
 
     from t2t_keras import registry
@@ -52,15 +76,7 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None):
     steps, beam = dcfg.forced_steps, dcfg.beam_size
     model.softmax_projection.choose_step_orientation(dcfg.num_sentences * beam)  # as Translator does
     extra_length = dcfg.extra_len if extra_length is None else extra_length
-    is_eos = tf.constant(np.arange(shape.vocab) == EOS_ID)
-
-    def forced(step_fn):
-        def step(ids, index, state):
-            logits, state = step_fn(ids, index, state)
-            allowed = tf.equal(is_eos, index == steps - 1)  # EOS only, and only at the last step
-            return tf.where(allowed[None, :], logits, -1e9), state
-
-        return step
+    forced = functools.partial(forced_steps, steps=steps, vocab_size=shape.vocab)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def decode(sources):
