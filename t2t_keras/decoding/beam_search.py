@@ -194,10 +194,10 @@ def beam_search(
 
 
 def log_normalizers_at(logits, most_likely):
-    """log sum_v exp(logits[n, v]) for each row n of [N, V] logits, given each row's most likely
-    token [N]: log p = logit - normalizer there, from one softmax kernel (2-3x faster than
-    TensorFlow's log_softmax or reduce_logsumexp over a [256, 8192] step on CPU). That token's
-    probability is at least 1 / V, so its logarithm never underflows."""
+    """log sum_v exp(logits[n, v]) for each row n of [N, V] logits, as logit - log softmax at
+    the row's most likely token `most_likely` [N] (its probability is at least 1 / V, so the
+    logarithm never underflows): one softmax kernel, 2-3x faster than TensorFlow's
+    log_softmax or reduce_logsumexp over a [256, 8192] step on CPU."""
     probs = tf.nn.softmax(logits)
     return tf.gather(logits, most_likely, batch_dims=1) - tf.math.log(tf.gather(probs, most_likely, batch_dims=1))
 
