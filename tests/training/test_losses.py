@@ -56,3 +56,39 @@ def test_padding_logits_do_not_matter():
 
 def test_all_padding_batch_is_zero_not_nan():
     assert float(padded_cross_entropy(np.zeros((1, 3), int), LOGITS[:1, :3], 0.1)) == 0.0
+
+
+def _numpy_gradient(targets, logits, eps):
+    """d mean loss / d logits: (softmax - smoothed one-hot) on real tokens, over their count."""
+    logits = logits.astype(np.float64)
+    vocab = logits.shape[-1]
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    smoothed = np.full(logits.shape, eps / (vocab - 1))
+    np.put_along_axis(smoothed, targets[..., None], 1 - eps, axis=-1)
+    real = (targets != 0)[..., None]
+    return (probs - smoothed) * real / real.sum()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("vocab, scale", [(V, 1.0), (8192, 1.0), (8192, 40.0)])
+def test_gradient_is_softmax_minus_smoothed_targets(eps, vocab, scale):
+    """The written-out gradient, on flat rows and on rows so peaked that most probabilities
+    underflow in float32; the loss there too against a float64 reference."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(vocab)
+    logits = (rng.normal(size=(2, 4, vocab)) * scale).astype("float32")
+    targets = TARGETS if vocab == V else rng.integers(1, vocab, size=(2, 4)) * (TARGETS != 0)
+    variable = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(variable)
+        loss = padded_cross_entropy(targets, variable, eps)
+    np.testing.assert_allclose(tape.gradient(loss, variable).numpy(), _numpy_gradient(targets, logits, eps), atol=1e-7)
+    wide = logits.astype(np.float64)
+    log_probs = wide - (wide.max(-1, keepdims=True) + np.log(np.exp(wide - wide.max(-1, keepdims=True)).sum(-1, keepdims=True)))
+    smoothed = np.full(wide.shape, eps / (vocab - 1))
+    np.put_along_axis(smoothed, targets[..., None], 1 - eps, axis=-1)
+    real = targets != 0
+    expected = -(smoothed * log_probs).sum(-1)[real].mean()
+    np.testing.assert_allclose(float(loss), expected, rtol=2e-6)
