@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import tensorflow as tf
 
+from t2t_keras.softmax import log_normalizers_at
 from t2t_keras.token_ids import PAD_ID, START_ID
 
 NEG_INF = -1.0e9  # finite, so that sums and differences of masked scores never give NaN
@@ -133,7 +134,8 @@ def beam_search(
         row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
         row_logits, row_tokens = top_k_rows(choosable, row_k)
         most_likely = row_tokens[:, 0] if token_filter is None else tf.argmax(logits, axis=-1, output_type=tf.int32)
-        log_normalizers = log_normalizers_at(logits, most_likely)[:, None]
+        log_normalizers, _ = log_normalizers_at(logits, most_likely)
+        log_normalizers = log_normalizers[:, None]
         row_log_probs = row_logits - log_normalizers
         eos_log_probs = logits[:, eos_id : eos_id + 1] - log_normalizers
         at_limit = (room <= 0)[:, None]
@@ -191,15 +193,6 @@ def beam_search(
     lengths = tf.where(tf.reduce_any(is_eos, axis=-1), first_eos + 1, tf.shape(seqs)[-1])
     keep = tf.sequence_mask(lengths, tf.shape(seqs)[-1])
     return BeamSearchResult(tf.where(keep, seqs, PAD_ID), scores, lengths)
-
-
-def log_normalizers_at(logits, most_likely):
-    """log sum_v exp(logits[n, v]) for each row n of [N, V] logits, as logit - log softmax at
-    the row's most likely token `most_likely` [N] (its probability is at least 1 / V, so the
-    logarithm never underflows): one softmax kernel, 2-3x faster than TensorFlow's
-    log_softmax or reduce_logsumexp over a [256, 8192] step on CPU."""
-    probs = tf.nn.softmax(logits)
-    return tf.gather(logits, most_likely, batch_dims=1) - tf.math.log(tf.gather(probs, most_likely, batch_dims=1))
 
 
 TOP_K_BLOCK = 128  # about sqrt(V) for the vocabularies in use: one pass over the row, then k blocks

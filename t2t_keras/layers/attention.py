@@ -108,10 +108,9 @@ class MultiHeadAttention(keras.layers.Layer):
             logits = logits + ops.where(mask, 0.0, MASKED_LOGIT)
         weights = ops.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
         context = ops.matmul(self.dropout_layer(weights, training=training), values)  # [B, h, K * Lq, d_v]
-        if context.shape[2] == 1:  # one query per row: moving heads before it is a reshape
-            context = ops.reshape(context, (*ops.shape(query)[:-1], self.num_heads * self.value_depth))
-        else:
-            context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (*ops.shape(query)[:-1], self.num_heads * self.value_depth))
+        if context.shape[2] != 1:  # with one query per row, moving heads before it is a reshape
+            context = ops.transpose(context, (0, 2, 1, 3))
+        context = ops.reshape(context, (*ops.shape(query)[:-1], self.num_heads * self.value_depth))
         outputs = self.output_dense(context)
         return (outputs, weights) if return_attention_scores else outputs
 

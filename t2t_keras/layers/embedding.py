@@ -80,7 +80,6 @@ class SharedEmbedding(keras.layers.Layer):
         return config
 
 
-
 def _transposed_is_faster(table, rows: int, repeats: int = 8, rounds: int = 3) -> bool:
     """Whether (table @ x^T)^T beats x @ table^T for [rows, d] inputs: the best of `rounds`
     runs of `repeats` chained products each (chained, so that no two are the same product)."""

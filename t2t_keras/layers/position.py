@@ -83,8 +83,8 @@ class CopyPositionEncoding(keras.layers.Layer):
         self.is_copy = np.ones(self.vocab_size, np.int32)
         self.is_copy[[*self.structure_tokens, START_ID]] = 0  # the start symbol copies nothing either
 
-    def build(self, input_shape, hidden_size=None):
-        self.hidden_size = int(hidden_size or input_shape[-1])
+    def build(self, input_shape):
+        self.hidden_size = int(input_shape[-1])
         self.projection = keras.layers.Dense(self.hidden_size, use_bias=False, dtype=self.dtype_policy, name="projection")
         self.projection.build((None, None, self.hidden_size))
 

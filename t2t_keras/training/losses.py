@@ -3,6 +3,7 @@
 import tensorflow as tf
 from keras import ops
 
+from t2t_keras.softmax import log_normalizers_at
 from t2t_keras.token_ids import PAD_ID
 
 
@@ -37,11 +38,7 @@ def _row_cross_entropy(label_smoothing: float):
         rows, vocab_size = tf.shape(logits)[0], tf.shape(logits)[1]
         off_value = label_smoothing / tf.cast(vocab_size - 1, tf.float32)
         on_weight = 1.0 - label_smoothing - off_value  # the target's weight beyond off_value
-        probs = tf.nn.softmax(logits)
-        most_likely = tf.argmax(logits, axis=-1, output_type=tf.int32)  # p >= 1 / V: its log is exact
-        log_normalizers = tf.gather(logits, most_likely, batch_dims=1) - tf.math.log(
-            tf.gather(probs, most_likely, batch_dims=1)
-        )
+        log_normalizers, probs = log_normalizers_at(logits, tf.argmax(logits, axis=-1, output_type=tf.int32))
         target_logits = tf.gather(logits, targets, batch_dims=1)
         losses = log_normalizers - on_weight * target_logits
         if label_smoothing:

@@ -74,7 +74,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             f"{problem.name} has separate source and target vocabularies: use an hparams set for it, or add "
             "--hparams=shared_embedding_and_softmax_weights=false."
         )
-    if hparams.copy_position_encoding and problem.structure_tokens(vocabularies) is None:
+    structure_tokens = problem.structure_tokens(vocabularies) if hparams.copy_position_encoding else None
+    if hparams.copy_position_encoding and structure_tokens is None:
         raise UsageError(
             f"copy_position_encoding=true needs targets that copy the source; {problem.name}'s do not "
             "(use it with parsing_english_ptb_sample_words)."
@@ -97,7 +98,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     with strategy.scope():
         model = registry.model(hparams.model).from_hparams(
             hparams, vocabularies.source.size, vocabularies.target.size, dtype=hparams.mixed_precision,
-            structure_tokens=problem.structure_tokens(vocabularies),
+            structure_tokens=structure_tokens,
         )
         optimizer = make_optimizer(hparams, settings.train_steps)
         train_step = TrainStep(model, optimizer, hparams, strategy)
