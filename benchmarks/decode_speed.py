@@ -59,13 +59,14 @@ def forced_steps(step_fn, steps, vocab_size):
     return step
 
 
-def build_decoder(shape, dcfg, cached=True, extra_length=None):
-    """A callable: int32 source ids [B, S] -> output ids [B, forced_steps] (best beam)."""
+def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1):
+    """A callable: int32 source ids [B, S] -> output ids [B, forced_steps] (best beam), the
+    batch searched in `parallel_parts` parts side by side as the Translator does."""
     import tensorflow as tf
 
     from t2t_keras import registry
     from t2t_keras.token_ids import EOS_ID
-    from t2t_keras.decoding.beam_search import beam_search, tile_for_beams
+    from t2t_keras.decoding.beam_search import beam_search, search_in_parts, tile_for_beams
     from t2t_keras.models import Transformer
 
     hparams = dataclasses.replace(
@@ -74,12 +75,12 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None):
     )
     model = Transformer.from_hparams(hparams, shape.vocab)
     steps, beam = dcfg.forced_steps, dcfg.beam_size
-    model.softmax_projection.choose_step_orientation(dcfg.num_sentences * beam)  # as Translator does
+    part_sentences = -(-dcfg.num_sentences // parallel_parts)
+    model.softmax_projection.choose_step_orientation(part_sentences * beam)  # as Translator does
     extra_length = dcfg.extra_len if extra_length is None else extra_length
     forced = functools.partial(forced_steps, steps=steps, vocab_size=shape.vocab)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    def decode(sources):
+    def search(sources):
         batch = tf.shape(sources)[0]
         encoded = model.encode(sources)
         max_lengths = tf.fill([batch], tf.shape(sources)[1] + extra_length)
@@ -97,9 +98,12 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None):
                 targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)
                 return model.decode(targets, encoded)[:, index], prefix
 
-        result = beam_search(forced(step_fn), state, batch, beam, dcfg.alpha, max_lengths, eos_id=EOS_ID,
-                             reorder_state=reorder_state)
-        return result.ids[:, 0]
+        return beam_search(forced(step_fn), state, batch, beam, dcfg.alpha, max_lengths, eos_id=EOS_ID,
+                           reorder_state=reorder_state)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def decode(sources):
+        return search_in_parts(search, sources, parallel_parts).ids[:, 0]
 
     return lambda sources: decode(tf.constant(sources)).numpy()
 
@@ -110,16 +114,26 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--extra_length", type=int, default=shapes.DECODE.extra_len,
                         help="each sentence may generate input length + this many tokens")
+    parser.add_argument("--parallel_parts", type=int, default=0,
+                        help="parts of the batch searched side by side, one thread per op (as t2t-keras-decoder); "
+                             "0 = one per CPU core, 1 = one search with TensorFlow's default threads")
     args = parser.parse_args()
     import tensorflow as tf
 
+    from t2t_keras.system import decoding_parts, one_thread_per_op
+
+    parts = decoding_parts(args.parallel_parts)
+    if parts > 1:
+        one_thread_per_op(parts)
     tf.random.set_seed(shapes.SEED)
     dcfg = shapes.DECODE
-    run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached, extra_length=args.extra_length)
+    run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached, extra_length=args.extra_length,
+                        parallel_parts=parts)
     times, first, out = shapes.time_runs(run, shapes.decode_sources(dcfg, shapes.SHAPES[dcfg.shape].vocab), args.runs)
     assert out.shape[-1] == dcfg.forced_steps and (out[:, -1] == 1).all(), "not exactly the forced number of steps"
     peer = "t2t_keras_beam_kvcache" if args.cached else "t2t_keras_beam_nocache"
-    extra = {"framework": "tensorflow " + tf.__version__, "max_length": dcfg.src_len + args.extra_length}
+    extra = {"framework": "tensorflow " + tf.__version__, "max_length": dcfg.src_len + args.extra_length,
+             "parallel_parts": parts}
     shapes.emit(shapes.decode_result(peer, dcfg, times, first, out.shape[-1], extra), T0)
 
 

@@ -185,15 +185,21 @@ class DecodeHParams:
     alpha: float = _field(0.6, DECODING, "GNMT length penalty exponent: scores are log P / ((5 + |Y|) / 6)^alpha")
     extra_length: int = _field(50, DECODING, "each sentence may generate input length + extra_length tokens (EOS included)")
     sentences_per_batch: int = _field(32, DECODING, "sentences decoded together")
+    parallel_parts: int = _field(
+        0, DECODING,
+        "each batch is searched as this many independent parts side by side, one per CPU core; 0 = one per "
+        "CPU core (at most 8) without a GPU, 1 with one",
+    )
     constrained: bool = _field(
         True, DECODING, "apply the problem's output constraint, if it has one (parsing: only well-formed trees over the input's words)"
     )
 
     def validated(self) -> "DecodeHParams":
-        if self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0:
+        if (self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0
+                or self.parallel_parts < 0):
             raise UsageError(
-                "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, alpha >= 0; "
-                f"got {self}."
+                "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, alpha >= 0, "
+                f"parallel_parts >= 0; got {self}."
             )
         return self
 

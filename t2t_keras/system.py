@@ -2,6 +2,7 @@
 
 import ctypes
 import ctypes.util
+import os
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
@@ -23,3 +24,36 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError, TypeError):
         return False
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**30))
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def decoding_parts(requested: int, most: int = 8) -> int:
+    """How many parts beam search splits a batch into (DecodeHParams.parallel_parts): as
+    requested, or for 0 one per CPU core (at most `most`) where TensorFlow sees no GPU, else 1."""
+    if requested:
+        return requested
+    import tensorflow as tf
+
+    return 1 if tf.config.list_physical_devices("GPU") else min(cpu_cores(), most)
+
+
+def one_thread_per_op(parallel_ops: int) -> None:
+    """Runs each TensorFlow CPU op on a single thread, up to `parallel_ops` ops at once.
+
+    For decoding in parts (`beam_search.search_in_parts`): a decode step is hundreds of small
+    ops, which TensorFlow otherwise splits over every core and joins again, op by op; with
+    one part per core and one thread per op the cores never wait for each other (64
+    sentences, beam 4, 2 cores: 0.25 s vs 0.33 s with the defaults). Call before TensorFlow
+    runs its first op; training wants the defaults (its large matmuls use every core well).
+    """
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(max(parallel_ops, 2))

@@ -58,7 +58,11 @@ def main(argv) -> int:
             raise UsageError(f"{flag} has {len(lines)} lines, --decode_from_file has {len(sources)}; they must be aligned.")
 
     from t2t_keras.decoding.translator import Translator  # TensorFlow loads here, once the flags are known to be good
+    from t2t_keras.system import decoding_parts, one_thread_per_op
 
+    parts = decoding_parts(decode_hparams.parallel_parts)
+    if parts > 1:  # each part of a batch on its own core (see beam_search.search_in_parts)
+        one_thread_per_op(parts)
     translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
     if FLAGS.decode_interactive:
         file_decoding.interactive(translator)

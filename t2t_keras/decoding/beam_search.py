@@ -93,7 +93,7 @@ def beam_search(
         `initial_state`.
     """
     max_lengths = tf.cast(max_lengths, tf.int32)
-    max_length = tf.reduce_max(max_lengths)
+    max_length = tf.maximum(tf.reduce_max(max_lengths), 0)  # 0 for an empty batch
     row_max_lengths = tf.repeat(max_lengths, beam_size)
     K = beam_size
 
@@ -188,11 +188,38 @@ def beam_search(
     seqs = tf.where(any_finished[:, None, None], finished_seqs, alive_seqs)[:, :, 1:]
     alive_scores = alive_log_probs / length_penalty(max_lengths, alpha)[:, None]
     scores = tf.where(any_finished[:, None], finished_scores, alive_scores)
-    is_eos = tf.equal(seqs, eos_id)
-    first_eos = tf.argmax(tf.cast(is_eos, tf.int32), axis=-1, output_type=tf.int32)
-    lengths = tf.where(tf.reduce_any(is_eos, axis=-1), first_eos + 1, tf.shape(seqs)[-1])
+    eos_before = tf.cumsum(tf.cast(tf.equal(seqs, eos_id), tf.int32), axis=-1, exclusive=True)
+    lengths = tf.reduce_sum(tf.cast(eos_before == 0, tf.int32), axis=-1)  # up to the first EOS, or all
     keep = tf.sequence_mask(lengths, tf.shape(seqs)[-1])
     return BeamSearchResult(tf.where(keep, seqs, PAD_ID), scores, lengths)
+
+
+def search_in_parts(search: Callable, input_ids, parts: int) -> BeamSearchResult:
+    """`search` (source ids [b, S] -> BeamSearchResult) over `parts` contiguous slices of the
+    batch [B, S] (some empty when B < parts), as independent branches of one graph, joined
+    back in order (ids padded to the longest part's steps).
+
+    TensorFlow's inter-op threads run the branches side by side: with one thread per op
+    (`system.one_thread_per_op`) each part keeps one CPU core busy with no hand-offs between
+    cores inside the small ops of a decode step (1.3x the sentences/s of one search over the
+    whole batch on 2 cores, both using 2 threads per op). The results are those of one search:
+    the sentences of a batch never interact.
+    """
+    if parts == 1:
+        return search(input_ids)
+    batch = tf.shape(input_ids)[0]
+    bounds = tf.range(parts + 1) * batch // parts
+    results = [search(input_ids[bounds[part] : bounds[part + 1]]) for part in range(parts)]
+    steps = tf.reduce_max([tf.shape(result.ids)[2] for result in results])
+    padded = [
+        tf.pad(result.ids, [[0, 0], [0, 0], [0, steps - tf.shape(result.ids)[2]]], constant_values=PAD_ID)
+        for result in results
+    ]
+    return BeamSearchResult(
+        tf.concat(padded, axis=0),
+        tf.concat([result.scores for result in results], axis=0),
+        tf.concat([result.lengths for result in results], axis=0),
+    )
 
 
 TOP_K_BLOCK = 128  # about sqrt(V) for the vocabularies in use: one pass over the row, then k blocks

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.beam_search import beam_search, search_in_parts
 from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
+from t2t_keras.system import decoding_parts
 from t2t_keras.token_ids import EOS_ID, PAD_ID
 
 
@@ -47,8 +48,10 @@ class Translator(tf.Module):
             self.source_tokenizer if vocabularies.shared else vocabularies.target.tf_tokenizer(add_eos=True)
         )
         self.max_position = model.hparams.max_position if model.hparams.positional_encoding == "learned" else None
-        # The decode step's logits in whichever orientation this CPU runs faster for a batch's hypotheses.
-        model.softmax_projection.choose_step_orientation(self.decode_hparams.sentences_per_batch * self.decode_hparams.beam_size)
+        self.parallel_parts = decoding_parts(self.decode_hparams.parallel_parts)
+        # The decode step's logits in whichever orientation this CPU runs faster for a part's hypotheses.
+        part_sentences = -(-self.decode_hparams.sentences_per_batch // self.parallel_parts)
+        model.softmax_projection.choose_step_orientation(part_sentences * self.decode_hparams.beam_size)
 
     @classmethod
     def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
@@ -94,6 +97,11 @@ class Translator(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
     def translate_ids(self, input_ids):
         """Source ids [B, S] (EOS-terminated, 0-padded) -> {ids [B, K, L], scores [B, K], lengths [B, K]}."""
+        result = search_in_parts(self._search, input_ids, self.parallel_parts)
+        return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
+
+    def _search(self, input_ids):
+        """Beam search over the cached model for source ids [B, S] -> BeamSearchResult."""
         hp = self.decode_hparams
         batch_size = tf.shape(input_ids)[0]
         input_lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
@@ -102,12 +110,11 @@ class Translator(tf.Module):
             max_lengths = tf.minimum(max_lengths, self.max_position)
         cache = self.model.init_cache(self.model.encode(input_ids, training=False), hp.beam_size)
         filter_state = self.token_filter.initial_state(input_ids, hp.beam_size) if self.token_filter else None
-        result = beam_search(
+        return beam_search(
             self.model.decode_step, cache, batch_size, hp.beam_size, hp.alpha, max_lengths, eos_id=EOS_ID,
             reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn),
             token_filter=self.token_filter, filter_state=filter_state,
         )
-        return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def translate_text(self, inputs):

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.decoding.beam_search import NEG_INF, beam_search, length_penalty, tile_for_beams, top_k_rows
+from t2t_keras.decoding.beam_search import NEG_INF, beam_search, length_penalty, search_in_parts, tile_for_beams, top_k_rows
 from t2t_keras.models import Transformer
 
 PAD, EOS, A, B = 0, 1, 2, 3
@@ -215,6 +215,22 @@ def test_cached_and_uncached_search_agree(beam_size, alpha):
     uncached = _uncached_search(model, _sources(), beam_size, alpha)
     np.testing.assert_array_equal(cached.ids.numpy(), uncached.ids.numpy())
     np.testing.assert_allclose(cached.scores.numpy(), uncached.scores.numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_search_in_parts_is_one_search(parts):
+    """Searching a batch in parts side by side (some empty: 5 parts of 3 sentences) gives what
+    one search over the batch gives, ids padded to the longest part; an empty batch gives no
+    hypotheses."""
+    model = _model()
+    search = tf.function(lambda sources: _cached_search(model, sources, 4, 0.6))
+    whole = search(_sources())
+    in_parts = tf.function(lambda sources: search_in_parts(lambda part: _cached_search(model, part, 4, 0.6), sources, parts))
+    split = in_parts(_sources())
+    np.testing.assert_array_equal(split.ids.numpy(), whole.ids.numpy())
+    np.testing.assert_array_equal(split.lengths.numpy(), whole.lengths.numpy())
+    np.testing.assert_allclose(split.scores.numpy(), whole.scores.numpy(), atol=1e-5)
+    assert in_parts(_sources()[:0]).ids.shape[:2] == [0, 4]
 
 
 @pytest.mark.parametrize("vocab, k", [(8192, 8), (8000, 8), (32000, 42), (8191, 8), (300, 8)])
