@@ -61,8 +61,8 @@ def main(argv) -> int:
     from t2t_keras.system import decoding_parts, one_thread_per_op
 
     parts = decoding_parts(decode_hparams.parallel_parts)
-    if parts > 1:  # each part of a batch on its own core (see beam_search.search_in_parts)
-        one_thread_per_op(parts)
+    if parts > 1 and targets is None:  # each part of a batch on its own core (beam_search.search_in_parts);
+        one_thread_per_op(parts)       # scoring alone is one forward pass that wants every core per op
     translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
     if FLAGS.decode_interactive:
         file_decoding.interactive(translator)
