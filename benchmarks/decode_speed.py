@@ -3,13 +3,16 @@
     .venv/bin/python benchmarks/decode_speed.py                    # cached (the growing KV cache)
     .venv/bin/python benchmarks/decode_speed.py --extra_length=300 # the same, allowed input + 300 tokens
     .venv/bin/python benchmarks/decode_speed.py --no-cache         # the decoder re-run over the whole prefix
+    .venv/bin/python benchmarks/decode_speed.py --parallel_parts=1 # one search, TensorFlow's default threads
 
 The tiny shape with random weights; 64 source sentences of 20 tokens; beam 4, alpha 0.6;
 each sentence may generate input length + extra_length tokens (default 50, the peers'
 nominal maximum), but EOS is impossible until step 30, where it is the only choice, so every
 run does exactly 30 decode steps (as every peer in ../shared/bench) and gives the same
 outputs whatever extra_length is: the long case (300, parsing's setting) measures what a
-larger maximum length costs by itself. Our real beam_search over the model's decode_step.
+larger maximum length costs by itself. Our real beam_search over the model's decode_step,
+the batch searched in parts side by side with one thread per op, as t2t-keras-decoder runs
+it (by default one part per CPU core).
 Median of 3 runs after 1 warm-up. Prints one JSON line (shapes.decode_result).
 
 `build_decoder` also plugs into the peers' harness:
