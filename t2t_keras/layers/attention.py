@@ -4,6 +4,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from t2t_keras.layers.dropout import Dropout
+
 MASKED_LOGIT = -1.0e9  # added to the logits of masked keys: exp() underflows to exactly 0
 
 
@@ -67,7 +69,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense = projection("key", self.num_heads * self.key_depth, memory_dim)
         self.value_dense = projection("value", self.num_heads * self.value_depth, memory_dim)
         self.output_dense = projection("output", output_dim, self.num_heads * self.value_depth)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
 
     def call(self, query, memory=None, attention_mask=None, training=None, return_attention_scores=False):
         """Attention of `query` [B, Lq, d] over `memory` [B, Lk, d] (default: query itself).

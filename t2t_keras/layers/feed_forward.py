@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_keras.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class FeedForward(keras.layers.Layer):
@@ -25,7 +27,7 @@ class FeedForward(keras.layers.Layer):
             self.filter_size, activation="relu", dtype=self.dtype_policy, name="inner"
         )
         self.inner_dense.build(input_shape)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy, name="output")
         self.output_dense.build((*input_shape[:-1], self.filter_size))
 

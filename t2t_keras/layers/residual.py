@@ -3,6 +3,8 @@
 import keras
 
 from t2t_keras.layers.block_config import NORM_TYPES
+from t2t_keras.layers.dropout import Dropout
+from t2t_keras.layers.normalization import LayerNorm
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -28,11 +30,11 @@ class ResidualNorm(keras.layers.Layer):
         self.epsilon = float(epsilon)
 
     def build(self, input_shape):
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNorm(
             epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
         self.layer_norm.build(input_shape)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
 
     def prepare(self, inputs):
         """The sub-layer's input: normalised for pre-norm, unchanged for post-norm."""

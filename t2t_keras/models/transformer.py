@@ -9,8 +9,10 @@ from t2t_keras.hparams_lib import HParams
 from t2t_keras.layers import masks
 from t2t_keras.layers.block_config import BlockConfig
 from t2t_keras.layers.decoder_block import DecoderBlock
+from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.embedding import SharedEmbedding
 from t2t_keras.layers.encoder_block import EncoderBlock
+from t2t_keras.layers.normalization import LayerNorm
 from t2t_keras.layers.position import CopyPositionEncoding, LearnedPositionEmbedding, SinusoidalPositionEncoding
 from t2t_keras.registry import register_model
 from t2t_keras.token_ids import START_ID
@@ -125,10 +127,10 @@ class Transformer(keras.Model):
         self.copy_position = None
         if hp.copy_position_encoding:
             self.copy_position = CopyPositionEncoding(self.structure_tokens, self.target_vocab_size, dtype=dtype, name="copy_position")
-        self.embedding_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout, dtype=dtype)
+        self.embedding_dropout = Dropout(hp.layer_prepostprocess_dropout, dtype=dtype)
         if hp.norm_type == "pre":  # pre-norm stacks end unnormalised: one final LayerNorm each
-            self.encoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="encoder_norm")
-            self.decoder_norm = keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="decoder_norm")
+            self.encoder_norm = LayerNorm(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="encoder_norm")
+            self.decoder_norm = LayerNorm(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="decoder_norm")
 
     @classmethod
     def from_hparams(
