@@ -123,11 +123,9 @@ def main():
     args = parser.parse_args()
     import tensorflow as tf
 
-    from t2t_keras.system import decoding_parts, one_thread_per_op
+    from t2t_keras.system import cores_for_decoding
 
-    parts = decoding_parts(args.parallel_parts)
-    if parts > 1:
-        one_thread_per_op(parts)
+    parts = cores_for_decoding(args.parallel_parts)  # as t2t-keras-decoder
     tf.random.set_seed(shapes.SEED)
     dcfg = shapes.DECODE
     run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached, extra_length=args.extra_length,

@@ -57,3 +57,13 @@ def one_thread_per_op(parallel_ops: int) -> None:
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(max(parallel_ops, 2))
+
+
+def cores_for_decoding(requested: int) -> int:
+    """The parts a decoding program searches each batch in (`decoding_parts`), each given a
+    core of its own when there are several (`one_thread_per_op`); returns the parts. Call
+    before TensorFlow runs its first op."""
+    parts = decoding_parts(requested)
+    if parts > 1:
+        one_thread_per_op(parts)
+    return parts

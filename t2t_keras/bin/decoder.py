@@ -11,6 +11,7 @@ Output: one line per input line; with --n_best=N, N consecutive lines per input 
 first; with --with_scores each line is "<log P(output | input)>\t<output>".
 """
 
+import dataclasses
 import sys
 
 from absl import flags
@@ -58,11 +59,10 @@ def main(argv) -> int:
             raise UsageError(f"{flag} has {len(lines)} lines, --decode_from_file has {len(sources)}; they must be aligned.")
 
     from t2t_keras.decoding.translator import Translator  # TensorFlow loads here, once the flags are known to be good
-    from t2t_keras.system import decoding_parts, one_thread_per_op
+    from t2t_keras.system import cores_for_decoding
 
-    parts = decoding_parts(decode_hparams.parallel_parts)
-    if parts > 1 and targets is None:  # each part of a batch on its own core (beam_search.search_in_parts);
-        one_thread_per_op(parts)       # scoring alone is one forward pass that wants every core per op
+    if targets is None:  # scoring alone is one forward pass per batch, which wants every core per op
+        decode_hparams = dataclasses.replace(decode_hparams, parallel_parts=cores_for_decoding(decode_hparams.parallel_parts))
     translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
     if FLAGS.decode_interactive:
         file_decoding.interactive(translator)
