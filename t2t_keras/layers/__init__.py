@@ -3,6 +3,7 @@
 from t2t_keras.layers.attention import MultiHeadAttention
 from t2t_keras.layers.block_config import BlockConfig
 from t2t_keras.layers.decoder_block import DecoderBlock
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.embedding import SharedEmbedding
 from t2t_keras.layers.encoder_block import EncoderBlock
@@ -15,6 +16,7 @@ __all__ = [
     "BlockConfig",
     "CopyPositionEncoding",
     "DecoderBlock",
+    "Dense",
     "Dropout",
     "EncoderBlock",
     "FeedForward",

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.dropout import Dropout
 
 MASKED_LOGIT = -1.0e9  # added to the logits of masked keys: exp() underflows to exactly 0
@@ -59,7 +60,7 @@ class MultiHeadAttention(keras.layers.Layer):
         def projection(name, units, input_dim):
             # Plain Dense over all heads at once: on TF's CPU kernels this runs several times
             # faster than keras.layers.EinsumDense with a [d, h, depth] kernel.
-            layer = keras.layers.Dense(
+            layer = Dense(
                 units, use_bias=False, kernel_initializer="glorot_uniform", dtype=self.dtype_policy, name=name
             )
             layer.build((None, None, input_dim))

@@ -2,6 +2,7 @@
 
 import keras
 
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.dropout import Dropout
 
 
@@ -23,12 +24,12 @@ class FeedForward(keras.layers.Layer):
         self.dropout = float(dropout)
 
     def build(self, input_shape):
-        self.inner_dense = keras.layers.Dense(
+        self.inner_dense = Dense(
             self.filter_size, activation="relu", dtype=self.dtype_policy, name="inner"
         )
         self.inner_dense.build(input_shape)
         self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
-        self.output_dense = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy, name="output")
+        self.output_dense = Dense(input_shape[-1], dtype=self.dtype_policy, name="output")
         self.output_dense.build((*input_shape[:-1], self.filter_size))
 
     def call(self, inputs, training=None):

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from t2t_keras.layers.dense import Dense
 from t2t_keras.token_ids import START_ID
 
 
@@ -85,7 +86,7 @@ class CopyPositionEncoding(keras.layers.Layer):
 
     def build(self, input_shape):
         self.hidden_size = int(input_shape[-1])
-        self.projection = keras.layers.Dense(self.hidden_size, use_bias=False, dtype=self.dtype_policy, name="projection")
+        self.projection = Dense(self.hidden_size, use_bias=False, dtype=self.dtype_policy, name="projection")
         self.projection.build((None, None, self.hidden_size))
 
     def call(self, ids, copied_before=None):

@@ -35,3 +35,19 @@ def test_step_logits_equal_logits():
         np.testing.assert_allclose(layer.step_logits(x), layer.logits(x), rtol=1e-5, atol=1e-5)
         assert layer.step_logits(x).shape == (12, 300)
     assert layer.choose_step_orientation(12) == layer.step_transposed
+
+
+def test_logits_gradients_equal_those_of_the_plain_product():
+    """logits' hand-written gradient (the table's through a transposed copy) equals autodiff of x @ table^T."""
+    layer = SharedEmbedding(300, 16)
+    layer.build()
+    x = tf.random.stateless_normal([2, 6, 16], seed=[3, 4])
+    upstream = tf.random.stateless_normal([2, 6, 300], seed=[5, 6])
+    results = []
+    for logits in (layer.logits, lambda x: tf.matmul(x, layer.embeddings, transpose_b=True)):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(logits(x) * upstream)
+        results.append(tape.gradient(loss, [x, layer.embeddings]))
+    for got, expected in zip(*results):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
