@@ -56,6 +56,16 @@ def run_layer_test(layer_cls, init_kwargs, call_kwargs, expected_output_shape, e
     assert all(w.dtype == "float32" for w in mixed.weights)
 
 
+def value_and_gradients(layer, x, upstream):
+    """layer(x) and the gradients of sum(layer(x) * upstream) for x and each trainable weight:
+    how a layer with a hand-written gradient is compared with the Keras layer it replaces."""
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x)
+        loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+    return y, tape.gradient(loss, [x, *layer.trainable_weights])
+
+
 def _is_batched_array(value):
     return hasattr(value, "shape") and len(value.shape) >= 2 and value.shape[0] not in (None, 1)
 

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras.layers import Dense
+from tests.testing import value_and_gradients
 
 
 def _pair(policy, **kwargs):
@@ -21,14 +22,6 @@ def _pair(policy, **kwargs):
     return ours, theirs
 
 
-def _value_and_gradients(layer, x, upstream):
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = layer(x)
-        loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
-    return y, tape.gradient(loss, [x, *layer.trainable_weights])
-
-
 @pytest.mark.parametrize("shape", [(7, 40), (3, 5, 40)])
 @pytest.mark.parametrize("policy, tolerance", [("float32", 1e-5), ("mixed_bfloat16", 2e-2)])
 @pytest.mark.parametrize("kwargs", [dict(activation="relu"), dict(use_bias=False)])
@@ -38,8 +31,8 @@ def test_equals_keras_dense_forward_and_backward(shape, policy, tolerance, kwarg
     rng = np.random.default_rng(1)
     x = tf.constant(rng.normal(size=shape), ours.compute_dtype)
     upstream = tf.constant(rng.normal(size=(*shape[:-1], 24)), tf.float32)
-    y, gradients = _value_and_gradients(ours, x, upstream)
-    expected_y, expected_gradients = _value_and_gradients(theirs, x, upstream)
+    y, gradients = value_and_gradients(ours, x, upstream)
+    expected_y, expected_gradients = value_and_gradients(theirs, x, upstream)
     assert y.shape == expected_y.shape and y.dtype == expected_y.dtype
     np.testing.assert_allclose(tf.cast(y, tf.float32), tf.cast(expected_y, tf.float32), rtol=tolerance, atol=tolerance)
     assert len(gradients) == len(expected_gradients) == 1 + len(ours.trainable_weights)

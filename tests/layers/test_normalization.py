@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras.layers import LayerNorm
+from tests.testing import value_and_gradients
 
 
 def _pair(policy):
@@ -21,22 +22,14 @@ def _pair(policy):
     return ours, theirs
 
 
-def _value_and_gradients(layer, x, upstream):
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = layer(x)
-        loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
-    return y, tape.gradient(loss, [x, layer.gamma, layer.beta])
-
-
 @pytest.mark.parametrize("policy, tolerance", [("float32", 2e-5), ("mixed_bfloat16", 2e-2)])
 def test_equals_keras_layer_normalization_forward_and_backward(policy, tolerance):
     ours, theirs = _pair(policy)
     rng = np.random.default_rng(1)
     x = tf.constant(rng.normal(2.0, 3.0, (3, 5, 48)), ours.compute_dtype)  # off-centre, not unit scale
     upstream = tf.constant(rng.normal(size=(3, 5, 48)), tf.float32)
-    y, gradients = _value_and_gradients(ours, x, upstream)
-    expected_y, expected_gradients = _value_and_gradients(theirs, x, upstream)
+    y, gradients = value_and_gradients(ours, x, upstream)
+    expected_y, expected_gradients = value_and_gradients(theirs, x, upstream)
     assert y.dtype == expected_y.dtype
     np.testing.assert_allclose(tf.cast(y, tf.float32), tf.cast(expected_y, tf.float32), atol=tolerance, rtol=tolerance)
     for name, got, expected in zip(("x", "gamma", "beta"), gradients, expected_gradients):
