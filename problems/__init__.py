@@ -9,4 +9,4 @@ if __name__ != "t2t_keras.problems":
     # problem again; only the installed name is valid (run `pip install -e .` first).
     raise ImportError(f"import this catalog as t2t_keras.problems, not {__name__!r}")
 
-from t2t_keras.problems import parsing_english, translate_multi30k, translate_wmt14  # noqa: E402,F401
+from t2t_keras.problems import parsing_english, translate_multi30k, translate_text, translate_wmt14  # noqa: E402,F401

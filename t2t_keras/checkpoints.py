@@ -62,14 +62,18 @@ class RunDir:
     def ensure_writable(self) -> None:
         files.ensure_writable_dir(self.path, "--output_dir")
 
-    def write(self, hparams: HParams, problem_name: str, vocabularies) -> None:
-        """Records what a model in this directory is (atomically, file by file), keeping the
-        evaluations and best-checkpoint record of earlier runs."""
+    def write(self, hparams: HParams, problem, vocabularies, **record) -> None:
+        """Records what a model in this directory is (atomically, file by file): hparams, the
+        problem and its settings, the vocabularies, and `record` (e.g. train_steps), keeping
+        the evaluations and best-checkpoint record of earlier runs."""
         files.write_atomically(self.hparams_path, hparams.to_json())
         previous = self.run_info() if os.path.isfile(self.run_path) else {}
         source, target = vocabularies
         info = {key: value for key, value in previous.items() if not key.startswith("target_vocab_")}
-        info.update(problem=problem_name, vocab_sha256=source.sha256, vocab_size=source.size)
+        info.pop("problem_settings", None)
+        info.update(problem=problem.name, vocab_sha256=source.sha256, vocab_size=source.size, **record)
+        if problem.settings:
+            info["problem_settings"] = problem.settings
         if not vocabularies.shared:
             info.update(target_vocab_sha256=target.sha256, target_vocab_size=target.size)
         self.write_run_info(info)
@@ -100,8 +104,10 @@ class RunDir:
             return json.load(handle)
 
     def problem(self):
-        """The registered problem this directory's model was trained on."""
-        return registry.problem(self.run_info()["problem"])
+        """The registered problem this directory's model was trained on, with the settings
+        it was trained with (translate_text's)."""
+        info = self.run_info()
+        return registry.problem(info["problem"]).configure(info.get("problem_settings", {}))
 
     def vocabularies(self):
         """The `Vocabularies` (source, target) the model was trained with."""
@@ -142,6 +148,32 @@ class RunDir:
         for name in os.listdir(self.path):
             if name in (*RECORD_FILES, "checkpoint", "train", "eval", BEST_DIR) or name.startswith(CHECKPOINT_PREFIX + "-"):
                 files.remove(os.path.join(self.path, name))
+
+
+def holds_training_state(checkpoint_path: str) -> bool:
+    """Whether a checkpoint has the optimizer's state (the trainer's do; averaged and best
+    checkpoints are weights only)."""
+    return any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(checkpoint_path))
+
+
+def resolve_checkpoint(path: str, flag: str) -> tuple[RunDir, str]:
+    """(RunDir, checkpoint path) named by a run dir (its latest checkpoint) or a checkpoint
+    path such as DIR/ckpt-1200; a UsageError naming `flag` otherwise."""
+    expanded = os.path.abspath(os.path.expanduser(path))
+    if os.path.isdir(expanded):
+        run_dir = RunDir(expanded)
+        if not run_dir.exists():
+            raise UsageError(f"{flag}={path} is not a directory t2t-keras-trainer wrote (no hparams.json).")
+        latest = run_dir.latest_checkpoint()
+        if latest is None:
+            raise UsageError(f"{flag}={path} has no checkpoint.")
+        return run_dir, latest
+    if tf.io.gfile.exists(expanded + ".index"):
+        run_dir = RunDir(os.path.dirname(expanded))
+        if not run_dir.exists():
+            raise UsageError(f"{flag}={path}: {run_dir.path} is not a directory t2t-keras-trainer wrote (no hparams.json).")
+        return run_dir, expanded
+    raise UsageError(f"{flag}={path}: no such run dir or checkpoint (a checkpoint is named like DIR/ckpt-1200).")
 
 
 def checkpoint_step(path: str) -> int:
@@ -253,6 +285,17 @@ class BestCheckpoint:
             return None
         with open(run_path) as handle:
             return json.load(handle).get("best")
+
+    @staticmethod
+    def recorded_metric(run_dir: RunDir) -> str | None:
+        """The metric an existing output_dir/best was chosen by (or its earlier version, if a
+        kill cut a swap), or None."""
+        for name in (BEST_DIR, BEST_DIR + files.PREVIOUS_SUFFIX):
+            run_path = os.path.join(run_dir.path, name, "run.json")
+            if os.path.isfile(run_path):
+                with open(run_path) as handle:
+                    return (json.load(handle).get("best") or {}).get("metric")
+        return None
 
     def recover(self) -> None:
         """Completes or rolls back an interrupted swap and re-syncs run.json's copy of the record."""

@@ -208,13 +208,16 @@ def field_names(group: str | None = None) -> list[str]:
     return [f.name for f in dataclasses.fields(HParams) if group is None or f.metadata["group"] == group]
 
 
-def describe_fields() -> str:
-    """Help text: one line per field with its type, group and meaning."""
-    hints = typing.get_type_hints(HParams)
-    return "\n".join(
-        f"  {f.name} ({_type_name(hints[f.name])}, {f.metadata['group']}): {f.metadata['help']}"
-        for f in dataclasses.fields(HParams)
-    )
+def describe_fields(values: "HParams | DecodeHParams | None" = None, config_type=HParams) -> str:
+    """Help text: one line per field of `config_type` (HParams or DecodeHParams) with its type,
+    group and meaning, and its value in `values` when given."""
+    config_type = type(values) if values is not None else config_type
+    hints = typing.get_type_hints(config_type)
+    lines = []
+    for f in dataclasses.fields(config_type):
+        value = f" = {json.dumps(getattr(values, f.name))}" if values is not None else ""
+        lines.append(f"  {f.name}{value} ({_type_name(hints[f.name])}, {f.metadata['group']}): {f.metadata['help']}")
+    return "\n".join(lines)
 
 
 def apply_overrides(config, overrides: str, flag: str = "--hparams"):

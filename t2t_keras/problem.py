@@ -20,6 +20,7 @@ import random
 from typing import ClassVar, Iterator
 
 from t2t_keras.data.text_files import TextStats
+from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
 
 
@@ -50,6 +51,36 @@ class Problem(abc.ABC):
     eval_split: ClassVar[str] = "dev"
     decode_defaults: ClassVar[DecodeHParams] = DecodeHParams()
     score_name: ClassVar[str] = "bleu"  # the name of what `score_outputs` measures (higher is better)
+    data_seed: ClassVar[int] = 1234  # the order datagen writes each split's pairs in
+
+    # --- settings: what a problem configured by datagen flags was given (translate_text's files) ---
+    datagen_flags: ClassVar[tuple[str, ...]] = ()  # the t2t-keras-datagen flags that configure this problem
+
+    def settings_from_flags(self, values: dict) -> dict:
+        """`settings` from the values of `datagen_flags` (only the flags a user set)."""
+        if values:
+            flags = ", ".join(f"--{name}" for name in sorted(values))
+            raise UsageError(f"{flags} configure --problem=translate_text; {self.name} is defined in code and takes none.")
+        return {}
+
+    @property
+    def settings(self) -> dict:
+        """The datagen flags this problem was configured with, as recorded in data_dir's
+        manifest and the run dir's run.json; {} for a problem defined wholly in code."""
+        return {}
+
+    def configure(self, settings: dict) -> "Problem":
+        """Applies recorded `settings` (from `settings` of an earlier instance); returns self.
+        A problem defined wholly in code takes none."""
+        if settings:
+            raise UsageError(f"{self.name} takes no settings; got {', '.join(sorted(settings))}.")
+        return self
+
+    def configure_from_data_dir(self, data_dir: str) -> "Problem":
+        """Applies the settings datagen recorded in `data_dir` (a UsageError if it has no data)."""
+        from t2t_keras.data import manifest
+
+        return self.configure(manifest.load(self, data_dir).get("settings", {}))
 
     @abc.abstractmethod
     def text_pairs(self, split: str, tmp_dir: str, stats: TextStats) -> Iterator[tuple[str, str]]:

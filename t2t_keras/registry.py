@@ -25,8 +25,10 @@ import difflib
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import os
 import sys
+import textwrap
 import traceback
 from typing import Callable, Generic, TypeVar
 
@@ -34,6 +36,7 @@ from t2t_keras import hparams_lib
 from t2t_keras.errors import UsageError
 
 T = TypeVar("T")
+HELP_WIDTH = 100
 
 
 class Registry(Generic[T]):
@@ -86,11 +89,13 @@ class Registry(Generic[T]):
         return name in self._entries
 
     def help(self) -> str:
-        """One line per registered name with the first line of its docstring."""
+        """Every registered name with its whole docstring, wrapped under it."""
         lines = [f"{self.kind}s:"]
         for key in self.names():
-            doc = (self._entries[key].__doc__ or "").strip().splitlines()
-            lines.append(f"  {key}" + (f"  {doc[0]}" if doc else ""))
+            lines.append(f"  {key}")
+            paragraphs = inspect.cleandoc(self._entries[key].__doc__ or "").split("\n\n")
+            for paragraph in filter(None, (" ".join(p.split()) for p in paragraphs)):
+                lines += textwrap.wrap(paragraph, HELP_WIDTH, initial_indent="      ", subsequent_indent="      ")
         return "\n".join(lines)
 
     def _unknown_message(self, name: str) -> str:

@@ -28,7 +28,7 @@ def test_catalog_is_loaded_on_first_lookup_only(tmp_path, monkeypatch):
     assert "lazy_catalog" not in sys.modules
     assert things.names() == ["alpha"]
     assert "lazy_catalog" in sys.modules
-    assert "alpha  The first thing." in things.help()
+    assert "  alpha\n      The first thing." in things.help()
 
 
 def test_duplicate_names_are_rejected():
@@ -61,7 +61,7 @@ def test_public_listing():
             "parsing_english_ptb_sample"} <= set(registry.list_problems())
     assert registry.list_problems() == sorted(registry.list_problems())
     text = registry.help_string()
-    assert "hparams sets:" in text and "  transformer_big  Table 3 big" in text and "models:" in text
+    assert "hparams sets:" in text and "  transformer_big\n      Table 3 big" in text and "models:" in text
 
 
 def _run_python(code, env_path):

@@ -97,7 +97,7 @@ def _write(lines: list[str]) -> None:
 
 
 def run() -> None:
-    common_flags.run(main, define_flags)
+    common_flags.run(main, define_flags, common_flags.decode_settings_help())
 
 
 if __name__ == "__main__":

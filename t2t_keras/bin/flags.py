@@ -55,7 +55,17 @@ def define_trained_run_flags(purpose: str) -> None:
     flags.DEFINE_string("checkpoint_path", None, f"A checkpoint to {purpose} instead of the latest, e.g. DIR/ckpt-50000.")
     flags.DEFINE_string(
         "decode_hparams", "",
-        'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,sentences_per_batch=32".',
+        'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,sentences_per_batch=32" '
+        "(all settings: t2t-keras-hparams --describe_decode).",
+    )
+
+
+def decode_settings_help() -> str:
+    """The decode settings, described, for a command's --help."""
+    from t2t_keras import hparams_lib
+
+    return "decode settings (--decode_hparams=\"name=value,...\"; translation's defaults shown):\n" + hparams_lib.describe_fields(
+        hparams_lib.DecodeHParams()
     )
 
 
@@ -82,16 +92,16 @@ CREATED_DIRECTORY_FLAGS = ("output_dir", "data_dir", "avg_dir", "export_dir", "p
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
 
 
-def run(main, define_flags) -> None:
+def run(main, define_flags, extra_help: str = "") -> None:
     """Defines the program's flags, then absl.app.run(main), so that the output is the
     command's own: a UsageError (or Ctrl-C) is one line and exit status 2 (130), `--help`
-    lists the command's flags, and TensorFlow's native logging, its Python INFO logs and
+    lists the command's flags (then `extra_help`), and TensorFlow's native logging, its Python INFO logs and
     library warnings are kept off the screen unless --verbosity=1 asks for them."""
     before = set(FLAGS)
     define_flags()
     own_flags = sorted(set(FLAGS) - before)
     if any(arg in ("--help", "-h", "-?", "--helpshort") for arg in sys.argv[1:]):
-        print(_help(sys.modules[main.__module__].__doc__, own_flags))
+        print(_help(sys.modules[main.__module__].__doc__, own_flags) + (f"\n\n{extra_help}" if extra_help else ""))
         sys.exit(0)
 
     def guarded_main(argv):

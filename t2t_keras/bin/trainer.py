@@ -49,7 +49,17 @@ def define_flags() -> None:
         "distribution_strategy", "auto", ["auto", "mirrored", "multi_worker_mirrored", "one_device"],
         "auto = MirroredStrategy over all local GPUs, or one device (GPU or CPU).",
     )
-    flags.DEFINE_integer("seed", None, "Random seed for initialisation, dropout and shuffling.")
+    flags.DEFINE_integer(
+        "early_stopping_patience", 0,
+        "Stop after this many evaluations in a row without a better --keep_best metric (recorded in run.json); 0 = never.",
+    )
+    flags.DEFINE_string(
+        "warm_start_from", None,
+        "Fine-tune: start from the model weights of this run dir (trained, averaged or best) or checkpoint "
+        "(DIR/ckpt-N), at step 0 with a fresh optimizer and schedule. Same architecture and vocabulary "
+        "(t2t-keras-datagen --vocab_model=THAT_RUN); training hparams may differ.",
+    )
+    flags.DEFINE_integer("seed", None, "Random seed for initialisation, dropout and the data order (reproducible across resumes).")
     flags.DEFINE_bool("start_over", False, "Delete the checkpoints already in --output_dir and start from step 0.")
     flags.DEFINE_bool("export_saved_model", False, "After training, export the last checkpoint for TF Serving (see t2t-keras-exporter).")
     flags.DEFINE_string("export_dir", None, "Where --export_saved_model writes <step>/ (default: OUTPUT_DIR/export).")
@@ -80,6 +90,7 @@ def main(argv) -> int:
         eval_steps=FLAGS.eval_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
         eval_sentences=FLAGS.eval_sentences, decode_hparams=FLAGS.decode_hparams, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
+        early_stopping_patience=FLAGS.early_stopping_patience, warm_start_from=FLAGS.warm_start_from,
         start_over=FLAGS.start_over,
     )
     try:
@@ -87,7 +98,11 @@ def main(argv) -> int:
     except trainer.TrainingStopped as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    if result.get("already_done"):
+    if result.get("early_stopped"):
+        stopped = result["early_stopped"]
+        print(f"stopped early at step {stopped['step']}: the best dev {stopped['metric']} is step {stopped['best_step']}'s "
+              f"({FLAGS.output_dir}/best)")
+    elif result.get("already_done"):
         print(f"{FLAGS.output_dir} is already at step {result['step']} (--train_steps={FLAGS.train_steps}); nothing to do.")
     else:
         print(f"trained to step {result['step']}: loss {result['loss']:.4f}; checkpoint {result['checkpoint']}")

@@ -8,8 +8,11 @@ an interrupted run leaves nothing that looks finished and a rerun produces the s
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import sys
+import zlib
+from typing import Iterable, Iterator
 
 import numpy as np
 import tqdm
@@ -22,18 +25,31 @@ from t2t_keras.errors import UsageError
 
 PERCENTILES = (50, 90, 99, 100)
 MAX_LISTED_LINES = 20
+DEFAULT_SHUFFLE_BUFFER = 1_000_000  # pairs held in memory while shuffling a split (~200 bytes each)
+SPILL_FILES = 64  # a split larger than the buffer is dealt into this many temporary files first
 
 
-def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, progress: bool = True) -> dict:
+def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, progress: bool = True,
+             vocabularies: Vocabularies | None = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER) -> dict:
     """Writes the problem's vocabularies and shards into `data_dir`; returns the manifest.
 
-    A complete data_dir is reused (returned as is, with "reused": True) unless `overwrite`.
+    `vocabularies` (see `tokenizers.given_vocabularies`) are used as they are instead of training new
+    ones. Each split's pairs are written in a seeded random order (`shuffle_pairs`, holding
+    at most `shuffle_buffer` pairs in memory), so corpora concatenated in a file are mixed.
+    A complete data_dir made the same way is reused (returned with "reused": True) unless
+    `overwrite`; one made another way is a UsageError.
     """
     files.ensure_writable_dir(data_dir, "--data_dir")
     if not overwrite and manifest.is_complete(problem, data_dir):
-        return {**manifest.load(problem, data_dir), "reused": True}
+        record = manifest.load(problem, data_dir)
+        _check_same_recipe(problem, data_dir, record, vocabularies)
+        return {**record, "reused": True}
     files.remove_incomplete(data_dir, problem.name)
-    if problem.shared_vocabulary:
+    if vocabularies is not None:
+        _check_given_vocabularies(problem, vocabularies)
+        source = _write_vocabulary(vocabularies.source, problem.vocab_path(data_dir))
+        target = source if problem.shared_vocabulary else _write_vocabulary(vocabularies.target, problem.vocab_path(data_dir, "target"))
+    elif problem.shared_vocabulary:
         source = target = _vocabulary(problem, "both", data_dir, tmp_dir, overwrite)
     else:
         source = _vocabulary(problem, "source", data_dir, tmp_dir, overwrite)
@@ -42,11 +58,41 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
     record = {"vocab": _vocab_record(source), "splits": {}}
     if not problem.shared_vocabulary:
         record["target_vocab"] = _vocab_record(target)
+    if problem.settings:
+        record["settings"] = problem.settings
     for split in problem.splits:
-        record["splits"][split] = _write_split(problem, split, vocabularies, data_dir, tmp_dir, progress)
+        record["splits"][split] = _write_split(problem, split, vocabularies, data_dir, tmp_dir, progress, shuffle_buffer)
     record["eval_files"] = [os.path.basename(path) for path in problem.write_eval_files(data_dir, tmp_dir)]
     manifest.write(problem, data_dir, record)
     return manifest.load(problem, data_dir)
+
+
+def _check_given_vocabularies(problem, vocabularies: Vocabularies) -> None:
+    if problem.shared_vocabulary and not vocabularies.shared:
+        raise UsageError(
+            f"--vocab_model names two models, but {problem.name} shares one vocabulary between source and target"
+            + (" (add --separate_vocabularies)." if "separate_vocabularies" in problem.datagen_flags else ".")
+        )
+    if not problem.shared_vocabulary and vocabularies.shared:
+        raise UsageError(f"--vocab_model names one model, but {problem.name} has a vocabulary per side: give source,target.")
+
+
+def _write_vocabulary(vocabulary: Vocabulary, path: str) -> Vocabulary:
+    files.write_atomically(path, vocabulary.model_proto)
+    return Vocabulary(vocabulary.model_proto, path)
+
+
+def _check_same_recipe(problem, data_dir: str, record: dict, vocabularies: Vocabularies | None) -> None:
+    """A complete data_dir is reused only if made from the same settings and vocabularies."""
+    redo = f"use --overwrite to regenerate it, or another --data_dir"
+    if record.get("settings", {}) != problem.settings:
+        changed = sorted(key for key in {*record.get("settings", {}), *problem.settings}
+                         if record.get("settings", {}).get(key) != problem.settings.get(key))
+        raise UsageError(f"--data_dir={data_dir} holds {problem.name} data made with other {', '.join(changed)}; {redo}.")
+    if vocabularies is not None:
+        recorded = [record["vocab"]["sha256"], record.get("target_vocab", record["vocab"])["sha256"]]
+        if recorded != [vocabularies.source.sha256, vocabularies.target.sha256]:
+            raise UsageError(f"--data_dir={data_dir} holds {problem.name} data encoded with another vocabulary than --vocab_model; {redo}.")
 
 
 def _vocabulary(problem, side: str, data_dir: str, tmp_dir: str, overwrite: bool) -> Vocabulary:
@@ -68,17 +114,18 @@ def _vocab_record(vocabulary: Vocabulary) -> dict:
     return {"file": os.path.basename(vocabulary.path), "sha256": vocabulary.sha256, "size": vocabulary.size}
 
 
-def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str, tmp_dir: str, progress: bool) -> dict:
+def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str, tmp_dir: str, progress: bool,
+                 shuffle_buffer: int) -> dict:
     paths = tfrecords.shard_names(problem.shard_prefix(data_dir, split), problem.num_shards[split])
     stats = TextStats()
     dropped = collections.Counter()
     source_lengths, target_lengths = [], []
-    pairs_per_shard = [0] * len(paths)
     bar = tqdm.tqdm(
         total=problem.expected_pairs(split, tmp_dir), desc=f"{problem.name} {split}", unit=" pairs",
         disable=not progress, file=sys.stderr, mininterval=1.0,
     )
-    with tfrecords.atomic_shard_writers(paths) as writers:
+
+    def examples():
         for source, target in problem.text_pairs(split, tmp_dir, stats):
             bar.update(1)
             if not source.strip() or not target.strip():
@@ -86,11 +133,17 @@ def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str,
                 continue
             inputs = vocabularies.source.encode(source, add_eos=True)
             targets = vocabularies.target.encode(target, add_eos=True)
-            shard = len(source_lengths) % len(writers)
-            writers[shard].write(tfrecords.serialize_example(inputs, targets))
-            pairs_per_shard[shard] += 1
             source_lengths.append(len(inputs))
             target_lengths.append(len(targets))
+            yield tfrecords.serialize_example(inputs, targets)
+
+    rng = np.random.default_rng([problem.data_seed, zlib.crc32(split.encode())])
+    spill_prefix = problem.shard_prefix(data_dir, split) + ".shuffle"
+    pairs_per_shard = [0] * len(paths)
+    with tfrecords.atomic_shard_writers(paths) as writers:
+        for written, record in enumerate(shuffle_pairs(examples(), shuffle_buffer, rng, spill_prefix)):
+            writers[written % len(writers)].write(record)
+            pairs_per_shard[written % len(writers)] += 1
     bar.close()
     if not source_lengths:
         raise UsageError(f"{problem.name} {split}: no pairs left to write (check --tmp_dir={tmp_dir}).")
@@ -103,6 +156,52 @@ def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str,
         "source_length_percentiles": _percentiles(source_lengths),
         "target_length_percentiles": _percentiles(target_lengths),
     }
+
+
+def shuffle_pairs(records: Iterator[bytes], buffer: int, rng: np.random.Generator, spill_prefix: str) -> Iterator[bytes]:
+    """`records` in a uniformly random order (given by `rng`), with at most `buffer` of them
+    in memory: a split that fits is shuffled in memory; a larger one is dealt at random into
+    temporary files of about `buffer / 2` records (`spill_prefix`-*.incomplete), each then
+    shuffled in memory (or dealt again if it is still too big) and emitted in turn: a random
+    subset per file, each in random order, is a uniform permutation of the whole."""
+    held = list(itertools.islice(records, buffer + 1))
+    if len(held) <= buffer:
+        rng.shuffle(held)
+        yield from held
+        return
+
+    def spilled():
+        while held:  # handed on one by one, so memory holds the buffer once, not twice
+            yield held.pop()
+        yield from records
+
+    yield from _shuffle_spilled(spilled(), buffer, rng, spill_prefix, SPILL_FILES)
+
+
+def _shuffle_spilled(records: Iterable[bytes], buffer: int, rng: np.random.Generator, prefix: str, fan_out: int):
+    paths = [f"{prefix}-{i:03d}{files.TEMP_SUFFIX}" for i in range(fan_out)]
+    counts = [0] * fan_out
+    try:
+        writers = [tfrecords.tf_record_writer(path) for path in paths]
+        try:
+            for record in records:
+                slot = int(rng.integers(fan_out))
+                writers[slot].write(record)
+                counts[slot] += 1
+        finally:
+            for writer in writers:
+                writer.close()
+        for path, count in zip(paths, counts):
+            if count <= buffer:
+                held = list(tfrecords.read_records(path))
+                rng.shuffle(held)
+                yield from held
+            else:  # unlucky or a very large split: deal this file again
+                yield from _shuffle_spilled(tfrecords.read_records(path), buffer, rng, path[: -len(files.TEMP_SUFFIX)],
+                                            max(2, -(-2 * count // buffer)))
+    finally:
+        for path in paths:
+            files.remove(path)
 
 
 def _percentiles(lengths: list[int]) -> dict:

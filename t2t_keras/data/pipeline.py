@@ -60,7 +60,7 @@ def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: in
         records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     keep_up_to = max_length if training else None
     examples = records.batch(PARSE_BLOCK).flat_map(lambda block: _parse_block(block, keep_up_to))
-    examples = examples.map(_dense_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+    examples = examples.map(_dense_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training or seed is not None)
     if training:
         examples = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
     boundaries = bucket_boundaries(max_length)

@@ -6,6 +6,7 @@ import dataclasses
 import gzip
 import itertools
 import os
+import zlib
 from typing import Iterator
 
 from t2t_keras.errors import UsageError
@@ -23,28 +24,42 @@ def _open(path: str):
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
-def read_lines(path: str, stats: TextStats, flag: str | None = None) -> Iterator[str]:
+def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: bool = False) -> Iterator[str]:
     """Lines of a text file (plain or .gz) without their newline.
 
     Invalid UTF-8 bytes become U+FFFD and the line is recorded in `stats` ("file:line" and
-    its number). `flag` names the option the path came from, for the missing-file error.
+    its number), or, if `strict`, are a UsageError naming the file and line. `flag` names the
+    option the path came from, for the errors about a missing or unreadable file.
     """
+    named = f"{flag}={path}" if flag else path
+    if os.path.isdir(path):
+        raise UsageError(f"{named} is a directory; name a text file.")
     if not os.path.isfile(path):
-        raise UsageError(f"{flag}={path}: no such file." if flag else f"{path}: no such file.")
-    with _open(path) as handle:
-        for number, raw in enumerate(handle, start=1):
-            raw = raw.rstrip(b"\r\n")
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError:
-                stats.invalid_utf8_lines.append(f"{os.path.basename(path)}:{number}")
-                stats.invalid_utf8_line_numbers.append(number)
-                yield raw.decode("utf-8", errors="replace")
+        raise UsageError(f"{named}: no such file.")
+    try:
+        with _open(path) as handle:
+            for number, raw in enumerate(handle, start=1):
+                raw = raw.rstrip(b"\r\n")
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    if strict:
+                        raise UsageError(
+                            f"{path}:{number}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                            "convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8."
+                        ) from None
+                    stats.invalid_utf8_lines.append(f"{os.path.basename(path)}:{number}")
+                    stats.invalid_utf8_line_numbers.append(number)
+                    yield raw.decode("utf-8", errors="replace")
+    except (OSError, EOFError, zlib.error) as e:  # a truncated or corrupt .gz
+        raise UsageError(f"{named}: cannot be read ({e}); check that it is a complete {'gzip' if path.endswith('.gz') else 'text'} file.") from None
 
 
-def read_parallel(source_path: str, target_path: str, stats: TextStats) -> Iterator[tuple[str, str]]:
-    """(source line, target line) pairs; files of different lengths are an error naming both."""
-    sources, targets = read_lines(source_path, stats), read_lines(target_path, stats)
+def read_parallel(source_path: str, target_path: str, stats: TextStats, strict: bool = False) -> Iterator[tuple[str, str]]:
+    """(source line, target line) pairs; files of different lengths are an error naming both
+    (and, if `strict`, so is an empty file or invalid UTF-8, see `read_lines`)."""
+    sources, targets = read_lines(source_path, stats, strict=strict), read_lines(target_path, stats, strict=strict)
+    number = 0
     for number, (source, target) in enumerate(itertools.zip_longest(sources, targets), start=1):
         if source is None or target is None:
             longer, shorter = (target_path, source_path) if source is None else (source_path, target_path)
@@ -53,3 +68,5 @@ def read_parallel(source_path: str, target_path: str, stats: TextStats) -> Itera
                 "parallel files must be aligned line by line."
             )
         yield source, target
+    if strict and number == 0:
+        raise UsageError(f"{source_path} and {target_path} are empty; name files with at least one line each.")

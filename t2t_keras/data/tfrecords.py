@@ -46,6 +46,16 @@ def atomic_shard_writers(paths: Sequence[str]) -> Iterator[list]:
                 writer.close()
 
 
+def tf_record_writer(path: str):
+    return tf.io.TFRecordWriter(path)
+
+
+def read_records(path: str) -> Iterator[bytes]:
+    """The serialized records of one TFRecord file, in order."""
+    for block in tf.data.TFRecordDataset(path).batch(4096):  # a block at a time: far fewer calls into TensorFlow
+        yield from block.numpy().tolist()
+
+
 def parse_examples(serialized):
     """(inputs, targets): int32 RaggedTensors [N, None] from a vector of serialized Examples."""
     spec = {name: tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int32) for name in FEATURES}

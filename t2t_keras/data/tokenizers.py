@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from typing import Iterable, NamedTuple
 
 import sentencepiece
 
+from t2t_keras.errors import UsageError
 from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 
@@ -58,6 +60,9 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
     return model.getvalue()
 
 
+RESERVED_IDS = {"pad": PAD_ID, "eos": EOS_ID, "unk": UNK_ID}  # what every t2t-keras vocabulary assigns
+
+
 class Vocabulary:
     """A SentencePiece model: Python encode/decode for datagen, tensorflow_text ops for graphs.
 
@@ -77,6 +82,10 @@ class Vocabulary:
     @property
     def size(self) -> int:
         return self._processor.get_piece_size()
+
+    def reserved_ids(self) -> dict:
+        """The model's pad, EOS and unknown ids (-1: none), to compare with RESERVED_IDS."""
+        return {"pad": self._processor.pad_id(), "eos": self._processor.eos_id(), "unk": self._processor.unk_id()}
 
     @property
     def sha256(self) -> str:
@@ -117,3 +126,37 @@ class Vocabularies(NamedTuple):
     @property
     def shared(self) -> bool:
         return self.source.sha256 == self.target.sha256
+
+
+def given_vocabularies(spec: str) -> Vocabularies:
+    """The SentencePiece model(s) of --vocab_model: one path (shared), two comma-separated
+    paths (source, target), or a t2t-keras run dir (its vocab.spm.model, and target.spm.model
+    if it has one). Each must use t2t-keras's reserved ids (pad 0, EOS 1, unknown 2)."""
+    paths = [os.path.abspath(os.path.expanduser(part.strip())) for part in spec.split(",") if part.strip()]
+    if len(paths) == 1 and os.path.isdir(paths[0]):
+        run_dir = paths[0]
+        paths = [os.path.join(run_dir, name) for name in ("vocab.spm.model", "target.spm.model")
+                 if os.path.isfile(os.path.join(run_dir, name))]
+        if not paths:
+            raise UsageError(f"--vocab_model={spec} is a directory without vocab.spm.model: name a run dir or a .model file.")
+    if not 1 <= len(paths) <= 2:
+        raise UsageError(f"--vocab_model={spec}: give one SentencePiece model (shared) or two (source,target).")
+    loaded = [_load_vocab_model(path, spec) for path in paths]
+    return Vocabularies(loaded[0], loaded[-1])
+
+
+def _load_vocab_model(path: str, spec: str) -> Vocabulary:
+    if not os.path.isfile(path):
+        raise UsageError(f"--vocab_model={spec}: {path}: no such file.")
+    try:
+        vocabulary = Vocabulary.load(path)
+    except (RuntimeError, OSError) as e:
+        raise UsageError(f"--vocab_model={spec}: {path} is not a SentencePiece model ({e}).") from None
+    reserved = vocabulary.reserved_ids()
+    if reserved != RESERVED_IDS:
+        found = ", ".join(f"{name} {value}" for name, value in reserved.items())
+        raise UsageError(
+            f"--vocab_model={spec}: {path} has ids {found}; t2t-keras needs pad 0, eos 1, unk 2 (train it with "
+            "pad_id=0 eos_id=1 unk_id=2 bos_id=-1, or take a t2t-keras run's vocab.spm.model)."
+        )
+    return vocabulary

@@ -17,23 +17,40 @@ _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
 class Score(NamedTuple):
-    """A corpus score: its headline number (higher is better) and the report line(s) to print."""
+    """A corpus score: its headline number (higher is better), the report line(s) to print,
+    and further metrics worth logging beside it (e.g. {"chrf": 58.1})."""
 
     value: float
     report: str
+    extra: dict = {}
 
 
-def sacre_bleu(hypotheses: list[str], references: list[str], lowercase: bool = False):
-    """sacreBLEU's BLEUScore (default 13a tokenisation; cased unless `lowercase`) and its signature string."""
-    metric = sacrebleu.metrics.BLEU(lowercase=lowercase)
+# sacreBLEU's tokenizer for target languages whose words are not separated by spaces.
+TOKENIZER_BY_LANGUAGE = {"zh": "zh"}
+
+
+def sacre_bleu(hypotheses: list[str], references: list[str], lowercase: bool = False, language: str = ""):
+    """sacreBLEU's BLEUScore (default 13a tokenisation, "zh" for Chinese; cased unless
+    `lowercase`) and its signature string."""
+    metric = sacrebleu.metrics.BLEU(lowercase=lowercase, tokenize=TOKENIZER_BY_LANGUAGE.get(language))
     score = metric.corpus_score(hypotheses, [references])
     return score, str(metric.get_signature())
 
 
-def sacre_bleu_score(hypotheses: list[str], references: list[str], lowercase: bool = False) -> Score:
-    """Detokenised sacreBLEU as a Score: what the trainer, the decoder and t2t-keras-bleu report."""
-    score, signature = sacre_bleu(hypotheses, references, lowercase)
-    return Score(score.score, f"{score}  ({signature})")
+def chrf(hypotheses: list[str], references: list[str], lowercase: bool = False):
+    """sacreBLEU's chrF2 (character 6-grams, beta 2) and its signature string."""
+    metric = sacrebleu.metrics.CHRF(lowercase=lowercase)
+    score = metric.corpus_score(hypotheses, [references])
+    return score, str(metric.get_signature())
+
+
+def sacre_bleu_score(hypotheses: list[str], references: list[str], lowercase: bool = False, language: str = "") -> Score:
+    """Detokenised sacreBLEU, with chrF2 beside it, as a Score: what the trainer, the decoder
+    and t2t-keras-bleu report."""
+    score, signature = sacre_bleu(hypotheses, references, lowercase, language)
+    chrf_score, chrf_signature = chrf(hypotheses, references, lowercase)
+    report = f"{score}  ({signature})\n{chrf_score}  ({chrf_signature})"
+    return Score(score.score, report, {"chrf": chrf_score.score})
 
 
 def paper_tokenize(text: str, tokenizer) -> str:

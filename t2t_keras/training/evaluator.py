@@ -9,7 +9,7 @@ Every evaluation reports, over the whole dev split (or `eval_steps` batches):
                                     source is worth. About 0 means the decoder ignores the
                                     encoder (a language model of the targets);
 and, for the first `score_sentences` dev sentences, the problem's score (`Problem.score_name`:
-BLEU for translation, EVALB F1 for parsing) of their beam-search outputs (the problem's
+BLEU for translation, with chrF2 beside it; EVALB F1 for parsing) of their beam-search outputs (the problem's
 decode defaults, or `decode_hparams`), postprocessed and scored exactly as the decoder CLI does.
 """
 
@@ -63,7 +63,9 @@ class Evaluator:
             "tokens": sums["tokens"],
         }
         if self.score_sentences:
-            metrics[self.problem.score_name] = self.score()
+            score = self.score()
+            metrics[self.problem.score_name] = score.value
+            metrics.update(score.extra)  # e.g. chrF beside BLEU
         return metrics
 
     def _run_fn(self, iterator, max_steps):
@@ -87,6 +89,6 @@ class Evaluator:
         correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), targets), tf.float32)
         return tf.stack([tf.reduce_sum(v * weights) for v in (smoothed, nll, shuffled_nll, correct, tf.ones_like(weights))])
 
-    def score(self) -> float:
-        """The problem's score of the beam-search outputs of the first dev sentences."""
-        return self.problem.score_outputs(self.translator.translate(self.sources), self.references).value
+    def score(self):
+        """The problem's `Score` of the beam-search outputs of the first dev sentences."""
+        return self.problem.score_outputs(self.translator.translate(self.sources), self.references)

@@ -27,12 +27,14 @@ import tensorflow as tf
 from absl import logging
 
 from t2t_keras import registry
-from t2t_keras.checkpoints import BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step
+from t2t_keras.checkpoints import (
+    BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step, holds_training_state, resolve_checkpoint,
+)
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import MODEL, HParams, apply_overrides
 from t2t_keras.training.distribution import is_chief
 from t2t_keras.training.evaluator import Evaluator
-from t2t_keras.training.train_step import TrainStep, make_optimizer
+from t2t_keras.training.train_step import TrainStep, make_optimizer, make_schedule
 
 KEEP_BEST_CHOICES = ("auto", "none", "loss")  # or the problem's score_name
 
@@ -58,7 +60,12 @@ class RunSettings:
     # The dev metric that picks output_dir/best: "loss" (lowest), the problem's score (highest,
     # on eval_sentences: "bleu", "f1"), "none", or "auto" = the score when computed, else loss.
     keep_best: str = "auto"
-    seed: int | None = None
+    # Stop after this many evaluations in a row without a better `keep_best` metric; 0 = never.
+    early_stopping_patience: int = 0
+    # A run dir or checkpoint whose model weights start this run (at step 0, with a fresh
+    # optimizer and schedule): fine-tuning. Ignored once output_dir has checkpoints of its own.
+    warm_start_from: str | None = None
+    seed: int | None = None  # also makes the data order reproducible, across resumes too
     start_over: bool = False
 
 
@@ -68,7 +75,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     chief = is_chief(strategy)
     if chief:
         run_dir.ensure_writable()
-    vocabularies = problem.load_vocabularies(settings.data_dir)  # a UsageError if datagen did not run
+    problem.configure_from_data_dir(settings.data_dir)  # a UsageError if datagen did not run
+    vocabularies = problem.load_vocabularies(settings.data_dir)
     if not vocabularies.shared and hparams.shared_embedding_and_softmax_weights:
         raise UsageError(
             f"{problem.name} has separate source and target vocabularies: use an hparams set for it, or add "
@@ -80,17 +88,38 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             f"copy_position_encoding=true needs targets that copy the source; {problem.name}'s do not "
             "(use it with parsing_english_ptb_sample_words)."
         )
-    best_metric = _best_metric(settings, problem.score_name)
     decode_hparams = apply_overrides(problem.decode_defaults, settings.decode_hparams, "--decode_hparams").validated()
     _check_restart(run_dir, hparams, problem, vocabularies, settings, chief)
+    best_metric = _best_metric(settings, problem.score_name, run_dir)
     latest = run_dir.latest_checkpoint()
+    if latest and not holds_training_state(latest):
+        raise UsageError(
+            f"--output_dir={run_dir.path} holds model weights only (an averaged or best checkpoint, no optimizer state "
+            f"to resume); to train from them, use --warm_start_from={run_dir.path} with a new --output_dir."
+        )
     start_step = checkpoint_step(latest) if latest else 0
+    stopped = _early_stop_record(run_dir, best_metric, settings.early_stopping_patience)
+    if stopped:
+        logging.info("%s stopped early at step %d: no better dev %s in %d evaluations since step %d.",
+                     run_dir.path, stopped["step"], stopped["metric"], stopped["patience"], stopped["best_step"])
+        return {"step": start_step, "already_done": True, "early_stopped": stopped}
     if start_step >= settings.train_steps:
         logging.info("%s is at step %d >= --train_steps=%d: nothing to do.", run_dir.path, start_step, settings.train_steps)
         return {"step": start_step, "already_done": True}
+    warm_start = None
+    if settings.warm_start_from and latest:
+        logging.info("%s has checkpoints of its own: resuming at step %d; --warm_start_from only starts new runs.",
+                     run_dir.path, start_step)
+    elif settings.warm_start_from:
+        warm_start = _warm_start_checkpoint(settings.warm_start_from, hparams, vocabularies, settings.data_dir)
+    if latest:
+        _explain_moved_cooldown(run_dir, hparams, start_step, settings.train_steps)
     best = None
     if chief:
-        run_dir.write(hparams, problem.name, vocabularies)
+        record = {"train_steps": settings.train_steps}
+        if warm_start:
+            record["warm_started_from"] = warm_start
+        run_dir.write(hparams, problem, vocabularies, **record)
         if best_metric:
             best = BestCheckpoint(run_dir, best_metric, higher_is_better=best_metric != "loss")
             best.recover()
@@ -108,12 +137,19 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("Resuming from %s (step %d).", latest, start_step)
+    elif warm_start:
+        tf.train.Checkpoint(model=model).restore(warm_start).expect_partial().assert_existing_objects_matched()
+        latest = manager.save(checkpoint_number=0)  # so a kill before the first save resumes from these weights
+        logging.info("Warm-started from %s: its weights, a fresh optimizer and schedule from step 0 (%s).",
+                     warm_start, latest)
 
+    # With a seed, the data order is a function of it, and a resumed run skips what was trained on.
+    skip = start_step * hparams.gradient_accumulation_steps if settings.seed is not None else 0
     dataset = strategy.distribute_datasets_from_function(
         lambda context: problem.dataset(
             "train", settings.data_dir, hparams.tokens_per_batch, training=True, max_length=hparams.max_length,
             input_context=context, seed=settings.seed,
-        )
+        ).skip(skip)
     )
     evaluator = (
         Evaluator(problem, settings.data_dir, model, vocabularies, hparams, strategy, settings.eval_steps,
@@ -121,7 +157,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         if settings.evaluate else None
     )
     writers = _summary_writers(run_dir.path, chief)
-    recorder = _EvaluationRecorder(evaluator, writers["eval"], run_dir if chief else None, best, model)
+    recorder = _EvaluationRecorder(evaluator, writers["eval"], run_dir if chief else None, best, model,
+                                   settings.early_stopping_patience)
     try:
         if latest and evaluator is not None:
             recorder.evaluate(start_step)  # it may have been saved but not evaluated before a kill
@@ -131,18 +168,86 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
-def _best_metric(settings: RunSettings, score_name: str) -> str | None:
-    """The metric that picks the best checkpoint, or None; a UsageError for an impossible choice."""
+def _warm_start_checkpoint(path: str, hparams: HParams, vocabularies, data_dir: str) -> str:
+    """The checkpoint --warm_start_from names, after checking that its model has this run's
+    architecture and vocabularies."""
+    parent, checkpoint = resolve_checkpoint(path, "--warm_start_from")
+    differences = parent.hparams().differences(hparams, group=MODEL)
+    if differences:
+        raise UsageError(
+            f"--warm_start_from={path} is a model with other architecture hparams ({'; '.join(differences)}); "
+            "warm-starting needs the same architecture (dropout, learning rate and other training hparams may differ)."
+        )
+    for side, theirs, ours in zip(("source", "target"), parent.vocabularies(), vocabularies):
+        if theirs.sha256 != ours.sha256:
+            name = "vocabulary" if vocabularies.shared else f"{side} vocabulary"
+            raise UsageError(
+                f"the {name} in --data_dir={data_dir} ({ours.size} pieces) is not the one of --warm_start_from={path} "
+                f"({theirs.size} pieces); make the data with t2t-keras-datagen --vocab_model={parent.path}."
+            )
+    return checkpoint
+
+
+def _explain_moved_cooldown(run_dir: RunDir, hparams: HParams, start_step: int, train_steps: int) -> None:
+    """One line when a resumed run with a learning-rate cooldown gets another --train_steps:
+    the cooldown moves with it, so the rate may be near 0, or jump back up."""
+    previous = run_dir.run_info().get("train_steps")
+    if not hparams.learning_rate_cooldown_steps or previous in (None, train_steps):
+        return
+    schedule = make_schedule(hparams, train_steps)
+    rate = float(schedule(start_step))
+    peak = float(make_schedule(dataclasses.replace(hparams, learning_rate_cooldown_steps=0))(hparams.learning_rate_warmup_steps - 1))
+    logging.info(
+        "The learning rate cools down to 0 over the last %d steps before --train_steps (was %d, now %d): from step %d "
+        "it is %.3g (%.0f%% of the peak %.3g). To train on with a fresh schedule, use --warm_start_from=%s and a new "
+        "--output_dir.",
+        hparams.learning_rate_cooldown_steps, previous, train_steps, start_step, rate, 100 * rate / peak, peak,
+        run_dir.path,
+    )
+
+
+def _best_metric(settings: RunSettings, score_name: str, run_dir: RunDir) -> str | None:
+    """The metric that picks the best checkpoint, or None; a UsageError for an impossible choice.
+
+    "auto" keeps the metric a resumed run's best/ was chosen by, when this run computes it."""
     choice = settings.keep_best
     if choice not in (*KEEP_BEST_CHOICES, score_name):
         raise UsageError(f"--keep_best={choice}: use one of {', '.join((*KEEP_BEST_CHOICES, score_name))}.")
-    if choice == "none" or not settings.evaluate:
+    metric = None
+    if choice == "auto" and settings.evaluate:
+        metric = score_name if settings.eval_sentences else "loss"
+        recorded = BestCheckpoint.recorded_metric(run_dir)
+        if recorded == score_name and not settings.eval_sentences:
+            logging.info("%s/best is kept by dev %s, which --eval_sentences=0 does not compute: no new best this run.",
+                         run_dir.path, recorded)
+            metric = None
+        elif recorded:
+            metric = recorded
+    elif choice not in ("auto", "none") and settings.evaluate:
+        if choice == score_name and not settings.eval_sentences:
+            raise UsageError(f"--keep_best={score_name} needs the dev {score_name}: set --eval_sentences to a positive number.")
+        metric = choice
+    if settings.early_stopping_patience and not metric:
+        raise UsageError(
+            "--early_stopping_patience needs a dev metric to watch: --evaluate with --keep_best=loss, or with "
+            f"--eval_sentences > 0 and --keep_best={score_name} (or auto)."
+        )
+    return metric
+
+
+def _early_stop_record(run_dir: RunDir, metric: str | None, patience: int) -> dict | None:
+    """{"step", "best_step", "metric", "patience"} if the evaluations run.json holds already
+    went `patience` times without beating the best; else None."""
+    if not patience or not metric or not run_dir.exists():
         return None
-    if choice == "auto":
-        return score_name if settings.eval_sentences else "loss"
-    if choice == score_name and not settings.eval_sentences:
-        raise UsageError(f"--keep_best={score_name} needs the dev {score_name}: set --eval_sentences to a positive number.")
-    return choice
+    info = run_dir.run_info()
+    best = info.get("best")
+    if not best or best.get("metric") != metric:
+        return None
+    since = [e["step"] for e in info.get("evaluations", []) if e["step"] > best["step"]]
+    if len(since) < patience:
+        return None
+    return {"step": since[patience - 1], "best_step": best["step"], "metric": metric, "patience": patience}
 
 
 def _check_restart(run_dir, hparams, problem, vocabularies, settings, chief) -> None:
@@ -186,10 +291,13 @@ def _summary_writers(output_dir, chief):
 
 
 class _EvaluationRecorder:
-    """Evaluates a saved step, logs it, offers it as the best checkpoint and records it in run.json."""
+    """Evaluates a saved step, logs it, offers it as the best checkpoint, records it in
+    run.json and says whether to stop early."""
 
-    def __init__(self, evaluator, writer, run_dir, best, model):
+    def __init__(self, evaluator, writer, run_dir, best, model, patience=0):
         self.evaluator, self.writer, self.run_dir, self.best, self.model = evaluator, writer, run_dir, best, model
+        self.patience = patience
+        self.stopped = None  # the early-stopping record, once it applies
 
     def evaluate(self, step: int) -> dict:
         metrics = self.evaluator.evaluate()
@@ -206,6 +314,8 @@ class _EvaluationRecorder:
             if self.best is not None:
                 info["best"] = self.best.record()
             self.run_dir.write_run_info(info)
+            if self.best is not None:
+                self.stopped = _early_stop_record(self.run_dir, self.best.metric, self.patience)
         return metrics
 
 
@@ -214,7 +324,7 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
     step, last_saved, loss = start_step, manager.latest_checkpoint, float("nan")
     window = _Window(start_step)
     eval_metrics = {}
-    while step < settings.train_steps:
+    while step < settings.train_steps and not recorder.stopped:
         try:
             loss_tensor, tokens = train_step.update(iterator)
             loss = float(loss_tensor)
@@ -247,9 +357,16 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
             logging.info("Saved %s.", last_saved)
             if recorder.evaluator is not None:
                 eval_metrics = recorder.evaluate(step)
+    if recorder.stopped:
+        stopped = recorder.stopped
+        logging.info("Early stopping at step %d: no better dev %s in %d evaluations since step %d (kept in output_dir/best).",
+                     step, stopped["metric"], stopped["patience"], stopped["best_step"])
     for writer in writers.values():
         writer.flush()
-    return {"step": step, "loss": loss, "eval": eval_metrics, "checkpoint": last_saved, "output_dir": run_dir.path}
+    result = {"step": step, "loss": loss, "eval": eval_metrics, "checkpoint": last_saved, "output_dir": run_dir.path}
+    if recorder.stopped:
+        result["early_stopped"] = recorder.stopped
+    return result
 
 
 class _Window:

@@ -40,7 +40,9 @@ def test_cli_agrees_with_the_sacrebleu_command_line(tmp_path):
     assert theirs.returncode == 0, theirs.stderr
     assert re.search(r"^BLEU = ([\d.]+)", ours.stdout).group(1) == theirs.stdout.strip()
     assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in ours.stdout
-    assert len(ours.stdout.strip().splitlines()) == 1  # the score once
+    assert len(ours.stdout.strip().splitlines()) == 2  # BLEU once, chrF2 once
+    theirs = subprocess.run([sacrebleu_cli, str(ref), "-i", str(hyp), "-m", "chrf", "-b", "-w", "2"], capture_output=True, text=True)
+    assert re.search(r"^chrF2 = ([\d.]+)", ours.stdout.splitlines()[1]).group(1) == theirs.stdout.strip()
 
     # Case-insensitive, as most published Multi30k results: sacrebleu's -lc.
     ours = subprocess.run([sys.executable, "-m", "t2t_keras.bin.bleu", f"--translation={hyp}", f"--reference={ref}", "--lowercase"],

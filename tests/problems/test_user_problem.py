@@ -20,4 +20,4 @@ def test_user_problem_via_t2t_usr_dir(tmp_path):
     assert "train: 2000 pairs in 2 shards" in result.stdout and "dev: 100 pairs in 1 shards" in result.stdout
 
     result = _datagen(f"--t2t_usr_dir={USR_DIR}", "--registry_help")
-    assert "  translate_ende_my_corpus  English -> German over my own line-aligned files" in result.stdout
+    assert "  translate_ende_my_corpus\n      English -> German over my own line-aligned files" in result.stdout

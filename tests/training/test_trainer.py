@@ -1,6 +1,7 @@
 """The training loop end to end on translate_ende_multi30k with a very small model."""
 
 import json
+import logging
 import os
 import re
 import signal
@@ -36,7 +37,7 @@ def _train(output_dir, data_dir, steps, overrides="", **settings):
 def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path):
     result = _train(tmp_path / "run", multi30k_data_dir, 4, eval_sentences=8, evaluate=True, eval_steps=3)
     assert result["step"] == 4 and np.isfinite(result["loss"])
-    assert set(result["eval"]) == {"loss", "nll", "perplexity", "accuracy", "shuffled_source_nll", "source_gap", "tokens", "bleu"}
+    assert set(result["eval"]) == {"loss", "nll", "perplexity", "accuracy", "shuffled_source_nll", "source_gap", "tokens", "bleu", "chrf"}
     assert 0 <= result["eval"]["bleu"] <= 100 and result["eval"]["perplexity"] > 1
     run_dir = RunDir(tmp_path / "run")
     assert run_dir.hparams() == _hparams()
@@ -143,10 +144,21 @@ def _trainer_cli(*args):
     return [sys.executable, "-m", "t2t_keras.bin.trainer", "--problem=translate_ende_multi30k", "--hparams_set=transformer_tiny", f"--hparams={SMALL}", *args]
 
 
-def test_sigkill_midway_then_rerun_resumes_and_finishes(multi30k_data_dir, tmp_path):
+def _training_state(output_dir, step):
+    """Every variable of a trainer checkpoint (model weights, Adam's slots, the step), by name."""
+    reader = tf.train.load_checkpoint(str(output_dir / f"ckpt-{step}"))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name.startswith(("model/", "optimizer/"))}
+
+
+def test_sigkill_midway_then_rerun_ends_where_an_uninterrupted_run_ends(multi30k_data_dir, tmp_path):
+    """With --seed (and no dropout) a run killed after a checkpoint and resumed ends with the weights,
+    the optimizer's slots and the step of the same run left alone: the data order continues too."""
+    seeded = ["--seed=7", f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
+              f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=2", "--log_steps=1",
+              "--noevaluate"]
     output_dir = tmp_path / "run"
-    command = _trainer_cli(f"--data_dir={multi30k_data_dir}", f"--output_dir={output_dir}", "--train_steps=12",
-                           "--save_checkpoints_steps=2", "--log_steps=1", "--noevaluate")
+    command = _trainer_cli(f"--output_dir={output_dir}", *seeded)
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     while time.time() < deadline and process.poll() is None:
@@ -171,6 +183,15 @@ def test_sigkill_midway_then_rerun_resumes_and_finishes(multi30k_data_dir, tmp_p
     assert "Sharding callback" not in result.stderr, "TensorFlow's checkpoint INFO line reached the screen"
     assert "Saved " in result.stderr and "Resuming from" in result.stderr  # the package's own lines do
     assert os.path.basename(run_dir.latest_checkpoint()) == "ckpt-12"
+
+    uninterrupted = subprocess.run(_trainer_cli(f"--output_dir={tmp_path / 'alone'}", *seeded), capture_output=True, text=True)
+    assert uninterrupted.returncode == 0, uninterrupted.stderr
+    resumed, alone = _training_state(output_dir, 12), _training_state(tmp_path / "alone", 12)
+    assert resumed.keys() == alone.keys()
+    assert "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE" in alone and resumed["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 12
+    assert sum(name.startswith("optimizer/_variables/") for name in alone) > 100  # Adam's two slots per weight
+    for name in alone:
+        np.testing.assert_allclose(resumed[name], alone[name], rtol=0, atol=1e-6, err_msg=name)
 
 
 def test_cli_bad_input_one_line(multi30k_data_dir, tmp_path):
@@ -221,3 +242,36 @@ def test_best_checkpoint_survives_sigkill_and_resume(multi30k_data_dir, tmp_path
     for a, b in zip(kept.get_weights(), trained.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert not [name for name in os.listdir(output_dir) if "incomplete" in name or "previous" in name]
+
+
+def test_early_stopping_after_patience_evaluations_without_a_better_loss_and_across_a_resume(multi30k_data_dir, tmp_path, monkeypatch):
+    # Dev losses of steps 2, 4, 6, then (resumed, as after a kill) 6 again and 8.
+    scripted = iter([5.0, 4.0, 4.5, 4.5, 4.2])
+    monkeypatch.setattr(Evaluator, "evaluate", lambda self: {"loss": next(scripted)})
+    first = _train(tmp_path / "run", multi30k_data_dir, 6, evaluate=True, eval_sentences=0, early_stopping_patience=2)
+    assert "early_stopped" not in first  # one evaluation (step 6) without improvement so far
+    result = _train(tmp_path / "run", multi30k_data_dir, 20, evaluate=True, eval_sentences=0, early_stopping_patience=2)
+    assert result["step"] == 8
+    assert result["early_stopped"] == {"step": 8, "best_step": 4, "metric": "loss", "patience": 2}
+    assert os.path.basename(RunDir(tmp_path / "run").latest_checkpoint()) == "ckpt-8"
+    assert RunDir(tmp_path / "run").run_info()["best"]["step"] == 4
+    again = _train(tmp_path / "run", multi30k_data_dir, 20, evaluate=True, eval_sentences=0, early_stopping_patience=2)
+    assert again["already_done"] and again["early_stopped"]["step"] == 8
+    with pytest.raises(UsageError, match="--early_stopping_patience needs a dev metric"):
+        _train(tmp_path / "other", multi30k_data_dir, 2, evaluate=False, early_stopping_patience=2)
+
+
+def test_resume_with_other_settings_says_what_changes(multi30k_data_dir, tmp_path, monkeypatch, caplog):
+    """A longer --train_steps moves a cooldown (one line with the rate it gives); --eval_sentences=0
+    under --keep_best=auto keeps best/ by its BLEU instead of refusing the resume."""
+    caplog.set_level(logging.INFO)
+    monkeypatch.setattr(Evaluator, "evaluate", lambda self: {"loss": 3.0, "bleu": 1.0})
+    cooldown = "learning_rate_cooldown_steps=4"
+    _train(tmp_path / "run", multi30k_data_dir, 4, cooldown, evaluate=True, eval_sentences=4)
+    assert RunDir(tmp_path / "run").run_info()["best"]["metric"] == "bleu"
+    caplog.clear()
+    _train(tmp_path / "run", multi30k_data_dir, 6, cooldown, evaluate=True, eval_sentences=0)
+    lines = [record.getMessage() for record in caplog.records]
+    moved = [line for line in lines if line.startswith("The learning rate cools down to 0")]
+    assert len(moved) == 1 and "(was 4, now 6): from step 4 it is" in moved[0] and "--warm_start_from=" in moved[0], lines
+    assert any("best is kept by dev bleu, which --eval_sentences=0 does not compute" in line for line in lines), lines

@@ -1,0 +1,153 @@
+"""translate_text: a user's own parallel text files, named by datagen flags, no Python.
+
+    t2t-keras-datagen --problem=translate_text --data_dir=DIR \
+        --train_source=europarl.en.gz,news.en --train_target=europarl.de.gz,news.de \
+        --dev_source=dev.en --dev_target=dev.de [--vocab_size=8000] [--separate_vocabularies]
+    t2t-keras-trainer --problem=translate_text --data_dir=DIR --hparams_set=transformer_base --output_dir=RUN
+
+Each FILES flag is a comma-separated list of paths or globs (a glob's matches in name
+order), plain or .gz; source and target files pair in the order given. The expanded
+settings are recorded in data_dir's manifest and in every run dir trained on it, so the
+trainer, decoder, exporter and Translator need nothing but --data_dir or --output_dir.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Iterator
+
+from t2t_keras.data.text_files import TextStats, read_lines, read_parallel
+from t2t_keras.errors import UsageError
+from t2t_keras.problem import VocabSpec
+from t2t_keras.problems.translate import TranslateProblem
+from t2t_keras.registry import register_problem
+
+SPLIT_FLAGS = {"train": ("train_source", "train_target"), "dev": ("dev_source", "dev_target")}
+DEFAULT_VOCAB_SIZE = 8000
+
+
+@register_problem()
+class TranslateText(TranslateProblem):
+    """Your own parallel text files, named by t2t-keras-datagen flags (--train_source,
+    --train_target, --dev_source, --dev_target: comma-separated paths or globs, plain or
+    .gz; --vocab_size, --separate_vocabularies, --source_language, --target_language,
+    --vocab_model). Nothing to write in Python: the settings are recorded in data_dir and
+    every run dir trained on it."""
+
+    name = "translate_text"
+    num_shards = {"train": 10, "dev": 1}
+    datagen_flags = (*SPLIT_FLAGS["train"], *SPLIT_FLAGS["dev"], "vocab_size", "separate_vocabularies",
+                     "source_language", "target_language")
+
+    def __init__(self):
+        self._settings: dict = {}
+
+    # --- settings ---
+    def settings_from_flags(self, values: dict) -> dict:
+        """The recorded form of datagen's flag values: every glob expanded to absolute paths."""
+        missing = [f"--{flag}" for pair in SPLIT_FLAGS.values() for flag in pair if not values.get(flag)]
+        if missing:
+            raise UsageError(
+                f"--problem=translate_text needs {', '.join(missing)}: comma-separated text files (or globs), "
+                "source and target aligned line by line."
+            )
+        settings = {
+            split: _paired_files(values[source_flag], values[target_flag], source_flag, target_flag)
+            for split, (source_flag, target_flag) in SPLIT_FLAGS.items()
+        }
+        vocab_size = values.get("vocab_size") or DEFAULT_VOCAB_SIZE
+        if vocab_size < 16:
+            raise UsageError(f"--vocab_size={vocab_size}: choose at least 16 pieces (8000 suits a corpus of ~100K pairs).")
+        settings.update(
+            vocab_size=int(vocab_size),
+            separate_vocabularies=bool(values.get("separate_vocabularies")),
+            source_language=values.get("source_language") or "",
+            target_language=values.get("target_language") or "",
+        )
+        return settings
+
+    @property
+    def settings(self) -> dict:
+        return dict(self._settings)
+
+    def configure(self, settings: dict) -> "TranslateText":
+        expected = {"train", "dev", "vocab_size", "separate_vocabularies", "source_language", "target_language"}
+        if settings and set(settings) != expected:
+            raise UsageError(f"translate_text settings must have {', '.join(sorted(expected))}; got {', '.join(sorted(settings))}.")
+        self._settings = dict(settings)
+        return self
+
+    def _setting(self, key: str):
+        if not self._settings:
+            raise UsageError(
+                "translate_text is configured by t2t-keras-datagen's flags (--train_source, --train_target, "
+                "--dev_source, --dev_target); pass them to datagen, then give the trainer its --data_dir."
+            )
+        return self._settings[key]
+
+    # --- what TranslateProblem and Problem read ---
+    @property
+    def source_language(self) -> str:
+        return self._settings.get("source_language", "")
+
+    @property
+    def target_language(self) -> str:
+        return self._settings.get("target_language", "")
+
+    @property
+    def vocab_spec(self) -> VocabSpec:
+        # An upper bound: a small corpus gets the pieces it has instead of SentencePiece's error.
+        return VocabSpec(size=self._setting("vocab_size"), size_is_bound=True)
+
+    @property
+    def target_vocab_spec(self) -> VocabSpec | None:
+        return self.vocab_spec if self._settings.get("separate_vocabularies") else None
+
+    def text_pairs(self, split: str, tmp_dir: str | None, stats: TextStats) -> Iterator[tuple[str, str]]:
+        for source, target in self._setting(split):
+            yield from read_parallel(source, target, stats, strict=True)
+
+    def expected_pairs(self, split: str, tmp_dir: str | None) -> int | None:
+        return sum(sum(1 for _ in read_lines(source, TextStats())) for source, _ in self._setting(split))
+
+    def score_outputs(self, outputs: list[str], references: list):
+        from t2t_keras.evaluation.bleu import sacre_bleu_score
+
+        return sacre_bleu_score(outputs, references, language=self.target_language)
+
+
+def _paired_files(source_value: str, target_value: str, source_flag: str, target_flag: str) -> list[list[str]]:
+    sources, targets = _expand(source_value, source_flag), _expand(target_value, target_flag)
+    if len(sources) != len(targets):
+        raise UsageError(
+            f"--{source_flag} names {len(sources)} files and --{target_flag} {len(targets)}; they pair in order, "
+            "one target file per source file."
+        )
+    for source, target in zip(sources, targets):
+        if source == target:
+            raise UsageError(f"--{source_flag} and --{target_flag} both name {source}; give the target side's file.")
+    return [[source, target] for source, target in zip(sources, targets)]
+
+
+def _expand(value: str, flag: str) -> list[str]:
+    """Comma-separated paths or globs -> absolute paths, each glob's matches in name order."""
+    paths = []
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        pattern = os.path.abspath(os.path.expanduser(item))
+        if glob.has_magic(pattern):
+            matches = sorted(path for path in glob.glob(pattern) if os.path.isfile(path))
+            if not matches:
+                raise UsageError(f"--{flag}: no file matches {item!r}.")
+            paths += matches
+        elif os.path.isdir(pattern):
+            raise UsageError(f"--{flag}={item} is a directory; name its text files (a glob such as {item}/*.en works).")
+        elif not os.path.isfile(pattern):
+            raise UsageError(f"--{flag}={item}: no such file.")
+        else:
+            paths.append(pattern)
+    if not paths:
+        raise UsageError(f"--{flag} names no file.")
+    return paths
