@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from absl import logging as absl_logging
 import tensorflow as tf
 
 from t2t_keras import registry
@@ -265,6 +266,16 @@ def test_resume_with_other_settings_says_what_changes(multi30k_data_dir, tmp_pat
     """A longer --train_steps moves a cooldown (one line with the rate it gives); --eval_sentences=0
     under --keep_best=auto keeps best/ by its BLEU instead of refusing the resume."""
     caplog.set_level(logging.INFO)
+    absl_logger = absl_logging.get_absl_logger()  # at INFO, whatever an earlier test left it at
+    previous_level = absl_logger.level
+    absl_logger.setLevel(logging.INFO)
+    try:
+        _resume_with_other_settings(multi30k_data_dir, tmp_path, monkeypatch, caplog)
+    finally:
+        absl_logger.setLevel(previous_level)
+
+
+def _resume_with_other_settings(multi30k_data_dir, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(Evaluator, "evaluate", lambda self: {"loss": 3.0, "bleu": 1.0})
     cooldown = "learning_rate_cooldown_steps=4"
     _train(tmp_path / "run", multi30k_data_dir, 4, cooldown, evaluate=True, eval_sentences=4)
