@@ -184,7 +184,12 @@ class DecodeHParams:
     beam_size: int = _field(4, DECODING, "hypotheses kept per sentence; 1 = greedy search")
     alpha: float = _field(0.6, DECODING, "GNMT length penalty exponent: scores are log P / ((5 + |Y|) / 6)^alpha")
     extra_length: int = _field(50, DECODING, "each sentence may generate input length + extra_length tokens (EOS included)")
-    sentences_per_batch: int = _field(32, DECODING, "sentences decoded together")
+    sentences_per_batch: int = _field(32, DECODING, "sentences decoded together (at most, with batch_tokens)")
+    batch_tokens: int = _field(
+        0, DECODING,
+        "if > 0: batches of length-sorted sentences whose count x longest input stays within this many tokens "
+        "(the trainer's token budget), up to sentences_per_batch sentences; 0 = sentences_per_batch sentences a batch",
+    )
     parallel_parts: int = _field(
         0, DECODING,
         "each batch is searched as this many independent parts side by side, one per CPU core; 0 = one per "
@@ -193,13 +198,26 @@ class DecodeHParams:
     constrained: bool = _field(
         True, DECODING, "apply the problem's output constraint, if it has one (parsing: only well-formed trees over the input's words)"
     )
+    sampling_top_k: int = _field(
+        0, DECODING,
+        "0 = beam search; k > 0 = sample each token from the k most likely, -1 = from the whole distribution "
+        "(back-translation); beam_size samples per sentence (beam_size=1 for one)",
+    )
+    sampling_temperature: float = _field(1.0, DECODING, "sampling: divide the logits by this (< 1 sharper, > 1 flatter)")
+    seed: int = _field(0, DECODING, "sampling: the seed; a line's samples depend only on it and the line's number")
+
+    @property
+    def sampling(self) -> bool:
+        return self.sampling_top_k != 0
 
     def validated(self) -> "DecodeHParams":
         if (self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0
-                or self.parallel_parts < 0):
+                or self.parallel_parts < 0 or self.batch_tokens < 0 or self.sampling_top_k < -1
+                or self.sampling_temperature <= 0):
             raise UsageError(
                 "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, alpha >= 0, "
-                f"parallel_parts >= 0; got {self}."
+                "parallel_parts >= 0, batch_tokens >= 0, sampling_top_k >= -1, sampling_temperature > 0; "
+                f"got {self}."
             )
         return self
 

@@ -199,3 +199,17 @@ def write_corpus_slice(tmp_dir, train_lines=2000, dev_lines=100):
         with open(os.path.join(tmp_dir, f"dev.{language}"), "wb") as out:
             out.writelines(lines[train_lines : train_lines + dev_lines])
     return str(tmp_dir)
+
+
+def run_side_by_side(commands, **kwargs):
+    """subprocess.run for several commands at once (they start together and share the cores):
+    their CompletedProcesses, in order. For the one-line-error cases of a CLI."""
+    import subprocess
+
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+                 for command in commands]
+    results = []
+    for command, process in zip(commands, processes):
+        stdout, stderr = process.communicate()
+        results.append(subprocess.CompletedProcess(command, process.returncode, stdout, stderr))
+    return results

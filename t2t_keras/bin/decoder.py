@@ -1,17 +1,24 @@
-"""t2t-keras-decoder: translate a file, or lines typed at a prompt, with a trained model;
-or score given translations.
+"""t2t-keras-decoder: translate a file, or lines typed at a prompt, with a trained model (or an
+ensemble of them); or score given translations.
 
     t2t-keras-decoder --output_dir=~/t2t_train/base_avg5 --decode_from_file=newstest2014.en \
         --decode_to_file=newstest2014.de.hyp --decode_reference=newstest2014.de
     t2t-keras-decoder --output_dir=~/t2t_train/base --decode_interactive
     t2t-keras-decoder --output_dir=... --decode_from_file=in.en --n_best=4 --with_scores   # 4 lines per input
     t2t-keras-decoder --output_dir=... --decode_from_file=in.en --score_file=in.de          # log P(de | en) per line
+    t2t-keras-decoder --output_dir=A --ensemble=B,C ...                                     # the three models as one
+    t2t-keras-decoder ... --decode_shards=8 --decode_shard_id=3   # lines of block 3 of 8 -> FILE.shard-3-of-8
 
 Output: one line per input line; with --n_best=N, N consecutive lines per input line, best
-first; with --with_scores each line is "<log P(output | input)>\t<output>".
+first; with --with_scores each line is "<log P(output | input)>\\t<output>".
+
+A file is decoded as it is read and written in input order as it goes; Ctrl-C or a kill
+keeps the lines written, and the same command continues after them (FILE.decode.json
+records the input, checkpoint and settings it must match).
 """
 
 import dataclasses
+import itertools
 import sys
 
 from absl import flags
@@ -24,9 +31,13 @@ from t2t_keras.errors import UsageError
 def define_flags() -> None:
     common_flags.define_registry_flags()
     common_flags.define_trained_run_flags("decode with")
-    flags.DEFINE_string("decode_from_file", None, "Source sentences, one per line.")
-    flags.DEFINE_string("decode_to_file", None, "Where to write the translations (default: stdout).")
-    flags.DEFINE_string("decode_reference", None, "References of --decode_from_file (translations; gold trees for parsing): print BLEU (EVALB F1 for parsing) at the end.")
+    flags.DEFINE_string("decode_from_file", None, "Source sentences, one per line (plain or .gz).")
+    flags.DEFINE_string(
+        "decode_to_file", None,
+        "Where to write the translations (default: stdout), line by line as they are decoded; rerunning the same "
+        "command after an interruption continues where it stopped.",
+    )
+    flags.DEFINE_string("decode_reference", None, "References of --decode_from_file (translations; gold trees for parsing): print BLEU and chrF (EVALB F1 for parsing) at the end.")
     flags.DEFINE_bool("decode_interactive", False, "Translate lines typed at a prompt.")
     flags.DEFINE_integer("n_best", 1, "Hypotheses written per input line, best first (at most beam_size).")
     flags.DEFINE_bool("with_scores", False, "Write each hypothesis as \"<log P(output | input)>\\t<output>\".")
@@ -35,6 +46,16 @@ def define_flags() -> None:
         "Instead of translating, write log P(target | source) for each line of this file (targets) and the "
         "same line of --decode_from_file (sources), as the SavedModel's score signature.",
     )
+    flags.DEFINE_string(
+        "ensemble", None,
+        "More run dirs or checkpoints (comma-separated) decoding together with --output_dir's model: the average of "
+        "their next-token probabilities at every step. They must share its vocabularies.",
+    )
+    flags.DEFINE_integer("decode_shards", 1, "Split --decode_from_file into this many contiguous blocks of lines ...")
+    flags.DEFINE_integer(
+        "decode_shard_id", 0, "... and decode block number this (0-based) into DECODE_TO_FILE.shard-ID-of-SHARDS."
+    )
+    flags.DEFINE_bool("start_over", False, "Decode from the first line even if DECODE_TO_FILE holds a resumable earlier run.")
     flags.DEFINE_bool("progress", True, "Show a progress bar while decoding a file.")
 
 
@@ -48,52 +69,133 @@ def main(argv) -> int:
     run_dir, problem, decode_hparams = common_flags.load_trained_run()
     if not 1 <= FLAGS.n_best <= decode_hparams.beam_size:
         raise UsageError(f"--n_best={FLAGS.n_best}: choose 1 to beam_size ({decode_hparams.beam_size}).")
-    report = file_decoding.DecodeReport()
-    sources = file_decoding.read_source_lines(FLAGS.decode_from_file, report) if FLAGS.decode_from_file else []
+    if not 0 <= FLAGS.decode_shard_id < FLAGS.decode_shards:
+        raise UsageError(f"--decode_shard_id={FLAGS.decode_shard_id}: choose 0 to --decode_shards - 1 ({FLAGS.decode_shards - 1}).")
+    if FLAGS.decode_shards > 1 and not FLAGS.decode_to_file:
+        raise UsageError("--decode_shards needs --decode_to_file (each shard is written to DECODE_TO_FILE.shard-I-of-N).")
+    ensemble = [path for path in (FLAGS.ensemble or "").split(",") if path.strip()]
+
+    from t2t_keras.data.text_files import TextStats, count_lines, read_lines
+
+    total = count_lines(FLAGS.decode_from_file, "--decode_from_file") if FLAGS.decode_from_file else 0
     reference = problem.read_reference(FLAGS.decode_reference, "--decode_reference") if FLAGS.decode_reference else None
-    targets = None
+    if reference is not None and len(reference) != total:
+        raise UsageError(f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, --decode_from_file has {total}; they must be aligned.")
     if FLAGS.score_file:
-        targets = file_decoding.read_source_lines(FLAGS.score_file, file_decoding.DecodeReport(), "--score_file")
-    for flag, lines in ((f"--decode_reference={FLAGS.decode_reference}", reference), (f"--score_file={FLAGS.score_file}", targets)):
-        if lines is not None and len(lines) != len(sources):
-            raise UsageError(f"{flag} has {len(lines)} lines, --decode_from_file has {len(sources)}; they must be aligned.")
+        return _score(run_dir, decode_hparams, ensemble)
 
     from t2t_keras.decoding.translator import Translator  # TensorFlow loads here, once the flags are known to be good
     from t2t_keras.system import cores_for_decoding
 
-    if targets is None:  # scoring alone is one forward pass per batch, which wants every core per op
-        decode_hparams = dataclasses.replace(decode_hparams, parallel_parts=cores_for_decoding(decode_hparams.parallel_parts))
-    translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
+    decode_hparams = dataclasses.replace(decode_hparams, parallel_parts=cores_for_decoding(decode_hparams.parallel_parts))
+    translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path, ensemble)
     if FLAGS.decode_interactive:
         file_decoding.interactive(translator)
         return 0
-    if targets is not None:
-        scores = file_decoding.score_lines(translator, sources, targets)
-        _write([f"{score:.4f}" for score in scores])
-        print(f"scored {len(scores)} pairs with {translator.checkpoint_path}", file=sys.stderr)
+
+    shards, shard = FLAGS.decode_shards, FLAGS.decode_shard_id
+    first, end = shard * total // shards, (shard + 1) * total // shards
+    report = file_decoding.DecodeReport()
+    stats = TextStats()
+
+    def numbered(skip: int):
+        lines = enumerate(read_lines(FLAGS.decode_from_file, stats, "--decode_from_file"))
+        return itertools.islice(lines, first + skip, end)
+
+    if not FLAGS.decode_to_file:
+        best = []
+
+        def write(lines):
+            sys.stdout.writelines(line + "\n" for line in lines)
+            sys.stdout.flush()
+            best.extend(_best_texts(lines, FLAGS.n_best, FLAGS.with_scores))
+
+        _decode(translator, problem, numbered(0), write, report, end - first, 0)
+        _summary(translator, report, stats, problem, reference, best, resumed=0, block=(first, end))
         return 0
 
-    outputs = file_decoding.translate_lines(translator, sources, report, progress=FLAGS.progress, n_best=FLAGS.n_best,
-                                             log_probs=FLAGS.with_scores)
-    outputs, repairs = file_decoding.postprocess(problem, sources, outputs)
-    _write(file_decoding.output_lines(outputs, FLAGS.with_scores))
-    summary = f"decoded {report.lines} lines with {translator.checkpoint_path} ({report.empty_lines} empty)"
-    if report.invalid_utf8_lines:
-        shown = ", ".join(str(n) for n in report.invalid_utf8_lines[:20])
-        summary += f"; invalid UTF-8 replaced on {len(report.invalid_utf8_lines)} lines: {shown}"
-    if repairs:
-        summary += f"; {repairs} repairs to make the outputs well-formed"
-    print(summary, file=sys.stderr)
+    from t2t_keras.decoding.resumable_output import ResumableOutput, output_record
+
+    path = FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
+    record = output_record(FLAGS.decode_from_file, (first, end), translator.checkpoint_paths, decode_hparams,
+                           FLAGS.n_best, FLAGS.with_scores)
+    output = ResumableOutput(path, record, FLAGS.n_best)
+    done, complete = output.open(FLAGS.start_over)
+    if complete:
+        print(f"{path} is complete ({end - first} input lines); nothing to do (--start_over decodes it again).", file=sys.stderr)
+        return 0
+    if done:
+        print(f"resuming {path}: {done} of {end - first} input lines are done; decoding the {end - first - done} left.", file=sys.stderr)
+    finished = False
+    try:
+        _decode(translator, problem, numbered(done), output.write, report, end - first, done)
+        finished = True
+    except KeyboardInterrupt:
+        output.close(complete=False)
+        written = output.complete_inputs()
+        raise KeyboardInterrupt(
+            f"interrupted: {written} of {end - first} input lines are in {path}; rerun the same command to continue."
+        ) from None
+    finally:
+        output.close(complete=finished)
+    best = None
     if reference is not None:
-        print(problem.score_outputs([hypotheses[0].text for hypotheses in outputs], reference).report, file=sys.stderr)
+        with open(path, encoding="utf-8") as handle:
+            best = _best_texts(handle.read().splitlines(), FLAGS.n_best, FLAGS.with_scores)
+        reference = reference[first:end]
+    _summary(translator, report, stats, problem, reference, best, resumed=done, block=(first, end))
     return 0
 
 
-def _write(lines: list[str]) -> None:
-    if flags.FLAGS.decode_to_file:
-        file_decoding.write_lines(flags.FLAGS.decode_to_file, lines)
+def _decode(translator, problem, numbered_lines, write, report, total: int, done: int) -> None:
+    import tqdm
+
+    bar = tqdm.tqdm(total=total, initial=done, unit=" lines", disable=not flags.FLAGS.progress, file=sys.stderr, mininterval=1.0)
+    try:
+        file_decoding.decode_stream(translator, problem, numbered_lines, write, flags.FLAGS.n_best, flags.FLAGS.with_scores,
+                                    report, progress=bar)
+    finally:
+        bar.close()  # before any message, so that none is glued to the bar
+
+
+def _best_texts(lines: list[str], n_best: int, with_scores: bool) -> list[str]:
+    best = lines[::n_best]
+    return [line.split("\t", 1)[1] for line in best] if with_scores else best
+
+
+def _summary(translator, report, stats, problem, reference, best, resumed: int, block: tuple[int, int]) -> None:
+    summary = f"decoded {report.lines} lines with {', '.join(translator.checkpoint_paths)} ({report.empty_lines} empty)"
+    if resumed:
+        summary += f", after the {resumed} decoded before"
+    invalid = [n for n in stats.invalid_utf8_line_numbers if block[0] < n <= block[1]]  # 1-based numbers
+    if invalid:
+        shown = ", ".join(str(n) for n in invalid[:20])
+        summary += f"; invalid UTF-8 replaced on {len(invalid)} lines: {shown}"
+    if report.repairs:
+        summary += f"; {report.repairs} repairs to make the outputs well-formed"
+    print(summary, file=sys.stderr)
+    if reference is not None and best is not None:
+        print(problem.score_outputs(best, reference).report, file=sys.stderr)
+
+
+def _score(run_dir, decode_hparams, ensemble) -> int:
+    """--score_file: log P(target | source) of each pair, in memory (one forward pass per batch)."""
+    FLAGS = flags.FLAGS
+    sources = file_decoding.read_source_lines(FLAGS.decode_from_file, file_decoding.DecodeReport())
+    targets = file_decoding.read_source_lines(FLAGS.score_file, file_decoding.DecodeReport(), "--score_file")
+    if len(targets) != len(sources):
+        raise UsageError(f"--score_file={FLAGS.score_file} has {len(targets)} lines, --decode_from_file has {len(sources)}; they must be aligned.")
+    from t2t_keras.decoding.translator import Translator
+
+    # Scoring is one forward pass per batch, which wants every core per op: TensorFlow's default threads.
+    translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path, ensemble)
+    lines = [f"{score:.4f}" for score in file_decoding.score_lines(translator, sources, targets)]
+    if FLAGS.decode_to_file:
+        file_decoding.write_lines(FLAGS.decode_to_file, lines)
     else:
         sys.stdout.writelines(line + "\n" for line in lines)
+    print(f"scored {len(lines)} pairs with {', '.join(translator.checkpoint_paths)}", file=sys.stderr)
+    return 0
 
 
 def run() -> None:

@@ -122,8 +122,10 @@ def run(main, define_flags, extra_help: str = "") -> None:
             print(f"error: {e}", file=sys.stderr)
             status = 2
             return status
-        except KeyboardInterrupt:
-            print("interrupted: finished files are kept and nothing half-written is left; rerun to continue.", file=sys.stderr)
+        except KeyboardInterrupt as e:
+            # A command may say what it kept (the decoder: how many lines); the default is the promise of every command.
+            message = str(e) or "interrupted: finished files are kept and nothing half-written is left; rerun to continue."
+            print(message, file=sys.stderr)
             status = INTERRUPTED_STATUS
             return status
         except BaseException:

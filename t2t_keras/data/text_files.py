@@ -70,3 +70,21 @@ def read_parallel(source_path: str, target_path: str, stats: TextStats, strict: 
         yield source, target
     if strict and number == 0:
         raise UsageError(f"{source_path} and {target_path} are empty; name files with at least one line each.")
+
+
+def count_lines(path: str, flag: str | None = None) -> int:
+    """How many lines `read_lines` yields for `path` (a last line without a newline counts)."""
+    named = f"{flag}={path}" if flag else path
+    if os.path.isdir(path):
+        raise UsageError(f"{named} is a directory; name a text file.")
+    if not os.path.isfile(path):
+        raise UsageError(f"{named}: no such file.")
+    count, last = 0, b"\n"
+    try:
+        with _open(path) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                count += block.count(b"\n")
+                last = block[-1:]
+    except (OSError, EOFError, zlib.error) as e:
+        raise UsageError(f"{named}: cannot be read ({e}); check that it is a complete file.") from None
+    return count + (last != b"\n")

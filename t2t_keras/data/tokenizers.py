@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 from typing import Iterable, NamedTuple
 
 import sentencepiece
@@ -40,6 +41,21 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
     if user_defined_symbols:
         options["user_defined_symbols"] = list(user_defined_symbols)
     model = io.BytesIO()
+    try:
+        _train(sentences, model, vocab_size, model_type, options)
+    except RuntimeError as e:
+        required = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", str(e))
+        if not required:
+            raise
+        needed = int(required.group(2))
+        raise UsageError(
+            f"a vocabulary of {vocab_size} pieces is too small for this text: its characters, the byte pieces and the "
+            f"reserved ids alone take {needed}; choose a size of at least {needed + 100} (--vocab_size)."
+        ) from None
+    return model.getvalue()
+
+
+def _train(sentences, model, vocab_size, model_type, options) -> None:
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
         model_writer=model,
@@ -57,7 +73,6 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, model_type: s
         num_threads=2,
         minloglevel=2,
     )
-    return model.getvalue()
 
 
 RESERVED_IDS = {"pad": PAD_ID, "eos": EOS_ID, "unk": UNK_ID}  # what every t2t-keras vocabulary assigns

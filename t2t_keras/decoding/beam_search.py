@@ -194,10 +194,11 @@ def beam_search(
     return BeamSearchResult(tf.where(keep, seqs, PAD_ID), scores, lengths)
 
 
-def search_in_parts(search: Callable, input_ids, parts: int) -> BeamSearchResult:
-    """`search` (source ids [b, S] -> BeamSearchResult) over `parts` contiguous slices of the
-    batch [B, S] (some empty when B < parts), as independent branches of one graph, joined
-    back in order (ids padded to the longest part's steps).
+def search_in_parts(search: Callable, input_ids, parts: int, *per_sentence) -> BeamSearchResult:
+    """`search` (source ids [b, S], then a slice of each `per_sentence` tensor [B, ...] ->
+    BeamSearchResult) over `parts` contiguous slices of the batch [B, S] (some empty when
+    B < parts), as independent branches of one graph, joined back in order (ids padded to the
+    longest part's steps).
 
     TensorFlow's inter-op threads run the branches side by side: with one thread per op
     (`system.one_thread_per_op`) each part keeps one CPU core busy with no hand-offs between
@@ -206,10 +207,12 @@ def search_in_parts(search: Callable, input_ids, parts: int) -> BeamSearchResult
     the sentences of a batch never interact.
     """
     if parts == 1:
-        return search(input_ids)
+        return search(input_ids, *per_sentence)
     batch = tf.shape(input_ids)[0]
     bounds = tf.range(parts + 1) * batch // parts
-    results = [search(input_ids[bounds[part] : bounds[part + 1]]) for part in range(parts)]
+    results = [
+        search(*(t[bounds[part] : bounds[part + 1]] for t in (input_ids, *per_sentence))) for part in range(parts)
+    ]
     steps = tf.reduce_max([tf.shape(result.ids)[2] for result in results])
     padded = [
         tf.pad(result.ids, [[0, 0], [0, 0], [0, steps - tf.shape(result.ids)[2]]], constant_values=PAD_ID)
@@ -266,3 +269,120 @@ def _reorder(tensor, parent_beams, batch_size, beam_size):
 def tile_for_beams(tensor, beam_size: int):
     """[B, ...] -> [B * K, ...], each row repeated K times (beam-major within a sentence)."""
     return tf.repeat(tensor, beam_size, axis=0)
+
+
+def sample(
+    step_fn: Callable,
+    initial_state,
+    seeds,
+    max_lengths,
+    eos_id: int,
+    top_k: int = -1,
+    temperature: float = 1.0,
+    alpha: float = 0.0,
+    samples: int = 1,
+    start_id: int = START_ID,
+    token_filter: TokenFilter | None = None,
+    filter_state=None,
+) -> BeamSearchResult:
+    """`samples` independent outputs per sentence, each token drawn from the model's next-token
+    distribution (logits divided by `temperature`, restricted to the `top_k` most likely; -1:
+    all), best first by log P / length penalty. The draws are a counter-based function of the
+    sentence's seed, the sample's number, the position and the token (`gumbel_noise`), so a
+    sentence's samples depend on its seed alone, never on the batch it is in.
+
+    Args:
+      step_fn, initial_state: as for `beam_search`, with B * samples rows (row b * samples + s
+        is sample s of sentence b); no row is ever reordered.
+      seeds: [B] int64, one seed per sentence.
+      max_lengths: [B] int32, the most tokens (EOS included) each sentence may generate.
+      alpha: the length penalty that orders the samples of a sentence.
+    Returns a BeamSearchResult whose scores are log P(output) / length penalty, log P under the
+    model's own (untempered, untruncated) distribution.
+    """
+    batch_size = tf.shape(seeds)[0]
+    rows = batch_size * samples
+    row_seeds = tf.repeat(tf.cast(seeds, tf.int64), samples)
+    streams = tf.tile(tf.range(samples), [batch_size])
+    row_max_lengths = tf.repeat(tf.cast(max_lengths, tf.int32), samples)
+    max_length = tf.maximum(tf.reduce_max(row_max_lengths), 0)
+    ids = tf.fill([rows], start_id)
+    if token_filter is None:
+        filter_state = ()
+
+    def body(index, ids, outputs, log_probs, lengths, state, filter_state):
+        logits, state = step_fn(ids, index, state)
+        logits = tf.cast(logits, tf.float32)
+        room = row_max_lengths - (index + 1)
+        choosable = logits
+        if token_filter is not None:
+            filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
+            choosable = tf.where(token_filter.allowed(filter_state, room), logits, NEG_INF)
+        vocab_size = tf.shape(logits)[1]
+        tempered = choosable / temperature
+        if top_k > 0:
+            kth_best = tf.math.top_k(choosable, k=tf.minimum(top_k, vocab_size)).values[:, -1:]
+            tempered = tf.where(choosable >= kth_best, tempered, NEG_INF)
+        drawn = tf.argmax(tempered + gumbel_noise(row_seeds, streams, index, vocab_size), axis=-1, output_type=tf.int32)
+        done = lengths > 0  # rows that already ended: they keep feeding EOS, their outputs fixed
+        token = tf.where(room <= 0, eos_id, drawn)
+        token = tf.where(done, PAD_ID, token)
+        normalizers, _ = log_normalizers_at(logits, tf.argmax(logits, axis=-1, output_type=tf.int32))
+        token_log_prob = tf.gather(logits, token, batch_dims=1) - normalizers
+        log_probs += tf.where(done, 0.0, token_log_prob)
+        lengths = tf.where(~done & tf.equal(token, eos_id), index + 1, lengths)
+        outputs = tf.concat([outputs, token[:, None]], axis=1)
+        return index + 1, tf.where(done, eos_id, token), outputs, log_probs, lengths, state, filter_state
+
+    def condition(index, ids, outputs, log_probs, lengths, state, filter_state):
+        del ids, outputs, log_probs, state, filter_state
+        return (index < max_length) & tf.reduce_any(lengths == 0)
+
+    loop_vars = (tf.constant(0), ids, tf.zeros([rows, 0], tf.int32), tf.zeros([rows]), tf.zeros([rows], tf.int32),
+                 initial_state, filter_state)
+    shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
+    _, _, tokens, log_probs, lengths, _, _ = tf.while_loop(
+        condition, body, loop_vars, shape_invariants=shape_invariants, maximum_iterations=max_length
+    )
+    tokens = tf.reshape(tokens, [batch_size, samples, -1])
+    steps = tf.shape(tokens)[2]
+    lengths = tf.where(lengths == 0, tf.minimum(row_max_lengths, steps), lengths)  # only with max length 0
+    scores = tf.reshape(log_probs / length_penalty(lengths, alpha), [batch_size, samples])
+    lengths = tf.reshape(lengths, [batch_size, samples])
+    keep = tf.sequence_mask(lengths, steps)
+    tokens = tf.where(keep, tokens, PAD_ID)
+    order = tf.argsort(scores, axis=1, direction="DESCENDING", stable=True)
+    return BeamSearchResult(
+        tf.gather(tokens, order, batch_dims=1), tf.gather(scores, order, batch_dims=1), tf.gather(lengths, order, batch_dims=1)
+    )
+
+
+_MIX1, _MIX2 = 0x85EBCA6B, 0xC2B2AE35
+
+
+def _mix32(h):
+    """murmur3's 32-bit finaliser: a bijection whose every output bit depends on every input bit."""
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, tf.constant(16, tf.uint32)))
+    h = h * tf.constant(_MIX1, tf.uint32)
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, tf.constant(13, tf.uint32)))
+    h = h * tf.constant(_MIX2, tf.uint32)
+    return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, tf.constant(16, tf.uint32)))
+
+
+def gumbel_noise(row_seeds, streams, index, vocab_size):
+    """Gumbel(0, 1) noise [rows, V], a function of (row seed, stream, position `index`, token)
+    alone: argmax(logits + noise) is then a draw from softmax(logits) (the Gumbel-max trick)
+    that does not depend on which rows share the batch. `streams` [rows] tells apart the
+    samples drawn with one seed."""
+    seeds = tf.cast(row_seeds, tf.int64)
+    low = tf.cast(tf.bitwise.bitwise_and(seeds, tf.constant(0xFFFFFFFF, tf.int64)), tf.uint32)
+    high = tf.cast(tf.bitwise.right_shift(seeds, tf.constant(32, tf.int64)), tf.uint32)
+    position = tf.cast(index, tf.uint32) * tf.constant(0x9E3779B9, tf.uint32)
+    stream = _mix32(tf.cast(streams, tf.uint32) + tf.constant(0x632BE5AB, tf.uint32))
+    xor = tf.bitwise.bitwise_xor
+    row_key = _mix32(xor(_mix32(xor(low, position)) + high, stream))[:, None]  # [rows, 1]
+    tokens = tf.range(vocab_size, dtype=tf.int32)
+    token_key = tf.cast(tokens, tf.uint32) * tf.constant(0x27D4EB2F, tf.uint32)
+    bits = _mix32(_mix32(xor(row_key, token_key[None, :])) + row_key)  # [rows, V]
+    uniform = (tf.cast(tf.bitwise.right_shift(bits, tf.constant(8, tf.uint32)), tf.float32) + 0.5) * (1.0 / (1 << 24))
+    return -tf.math.log(-tf.math.log(uniform))

@@ -8,8 +8,9 @@ hypotheses of each line (an empty line gets empty ones), each with its log-proba
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import sys
-from typing import Iterable, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 import tqdm
@@ -36,6 +37,7 @@ class DecodeReport:
     lines: int = 0
     empty_lines: int = 0
     invalid_utf8_lines: list = dataclasses.field(default_factory=list)  # 1-based line numbers
+    repairs: int = 0  # edits that made outputs well-formed (parsing)
 
 
 def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_from_file") -> list[str]:
@@ -47,31 +49,41 @@ def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_fro
     return lines
 
 
-def translate_lines(translator, lines: list[str], report: DecodeReport | None = None, progress: bool = False,
-                    n_best: int = 1, log_probs: bool = True) -> list[list[Hypothesis]]:
+def translate_lines(translator, lines: list[str], report: DecodeReport | None = None, progress=False,
+                    n_best: int = 1, log_probs: bool = True, line_numbers: list[int] | None = None) -> list[list[Hypothesis]]:
     """The `n_best` (at most beam_size) best hypotheses of each line, best first, in input order.
 
     `log_probs=False` leaves Hypothesis.log_prob None and skips the teacher-forced pass that
-    computes it (a second forward over every output: long for parsing)."""
+    computes it (a second forward over every output: long for parsing). `progress` is a
+    tqdm bar to advance (or True for a new one). With sampling, line i's samples come from
+    the seed of its number `line_numbers[i]` (default: i), whatever batch it lands in."""
     report = report or DecodeReport()
     vocabularies, hparams = translator.vocabularies, translator.decode_hparams
     if not 1 <= n_best <= hparams.beam_size:
         raise UsageError(f"--n_best={n_best}: choose 1 to beam_size ({hparams.beam_size}).")
+    line_numbers = list(range(len(lines))) if line_numbers is None else line_numbers
     encoded = [vocabularies.source.encode(line, add_eos=True) if line.strip() else None for line in lines]
-    report.empty_lines = sum(ids is None for ids in encoded)
+    empty = sum(ids is None for ids in encoded)
+    report.empty_lines += empty
     order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
     texts, scores = {}, {}
-    bar = tqdm.tqdm(total=len(lines), unit=" lines", disable=not progress, file=sys.stderr, mininterval=1.0)
-    bar.update(report.empty_lines)
-    for start in range(0, len(order), hparams.sentences_per_batch):
-        chunk = order[start : start + hparams.sentences_per_batch]
-        result = translator.translate_ids(padded_batch([encoded[i] for i in chunk]))
+    bar = progress if isinstance(progress, tqdm.tqdm) else tqdm.tqdm(
+        total=len(lines), unit=" lines", disable=not progress, file=sys.stderr, mininterval=1.0)
+    bar.update(empty)
+    for chunk in batches([len(encoded[i]) for i in order], hparams):
+        rows = [order[k] for k in chunk]
+        batch = padded_batch([encoded[i] for i in rows])
+        if hparams.sampling:
+            result = translator.sample_ids(batch, np.array([line_seed(hparams.seed, line_numbers[i]) for i in rows], np.int64))
+        else:
+            result = translator.translate_ids(batch)
         ids, search_scores = result["ids"].numpy(), result["scores"].numpy()
-        for row, i in enumerate(chunk):
+        for row, i in enumerate(rows):
             texts[i] = [vocabularies.target.decode(ids[row, k]) for k in range(n_best)]
             scores[i] = [float(score) for score in search_scores[row, :n_best]]
-        bar.update(len(chunk))
-    bar.close()
+        bar.update(len(rows))
+    if bar is not progress:
+        bar.close()
     # The log-probability of each text as the score path tokenises it: the search may have
     # spelled a word with other pieces than the tokenizer would (same text, another score).
     pairs = [(lines[i], text) for i in order for text in texts[i]]
@@ -85,15 +97,39 @@ def translate_lines(translator, lines: list[str], report: DecodeReport | None = 
     return outputs
 
 
+def batches(lengths: list[int], hparams) -> Iterator[list[int]]:
+    """Positions in `lengths` (sorted longest first) grouped into batches: sentences_per_batch
+    at a time, or with batch_tokens, as many as fit count x longest <= batch_tokens (at least
+    one, at most sentences_per_batch)."""
+    start = 0
+    while start < len(lengths):
+        end = min(start + hparams.sentences_per_batch, len(lengths))
+        if hparams.batch_tokens:
+            longest = lengths[start]
+            end = min(end, start + max(1, hparams.batch_tokens // max(longest, 1)))
+        yield list(range(start, end))
+        start = end
+
+
+def line_seed(seed: int, line_number: int) -> int:
+    """The sampling seed of one input line: the decode seed in the high 32 bits, the line's
+    number in the low ones."""
+    return (seed << 32) | (line_number & 0xFFFFFFFF)
+
+
 def score_lines(translator, sources: list[str], targets: list[str]) -> list[float]:
-    """log P(target | source) of each pair (EOS included), as the SavedModel's score signature."""
+    """log P(target | source) of each pair (EOS included), as the SavedModel's score signature;
+    a blank source scores 0, as its (empty) translation does everywhere."""
     vocabularies, batch_size = translator.vocabularies, translator.decode_hparams.sentences_per_batch
-    pairs = [(vocabularies.source.encode(s, add_eos=True), vocabularies.target.encode(t, add_eos=True)) for s, t in zip(sources, targets)]
-    scores = []
+    scored = [i for i, source in enumerate(sources) if source.strip()]
+    pairs = [(vocabularies.source.encode(sources[i], add_eos=True), vocabularies.target.encode(targets[i], add_eos=True))
+             for i in scored]
+    scores = [0.0] * len(sources)
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
         result = translator.score_ids(padded_batch([s for s, _ in chunk]), padded_batch([t for _, t in chunk]))
-        scores += [float(score) for score in result["scores"].numpy()]
+        for i, score in zip(scored[start : start + batch_size], result["scores"].numpy()):
+            scores[i] = float(score)
     return scores
 
 
@@ -122,6 +158,30 @@ def postprocess(problem, sources: list[str], outputs: list[list[Hypothesis]]) ->
     return processed, repairs
 
 
+def decode_stream(translator, problem, numbered_lines: Iterator[tuple[int, str]], write, n_best: int = 1,
+                  with_scores: bool = False, report: DecodeReport | None = None, progress=False) -> DecodeReport:
+    """Decodes (line number, line) pairs a window at a time (`window_lines`): sorted by length
+    into batches within the window, postprocessed, and handed to `write` as output lines in
+    input order once the window is done. Memory holds one window, never the whole input."""
+    report = report or DecodeReport()
+    window_size = window_lines(translator.decode_hparams)
+    while True:
+        window = list(itertools.islice(numbered_lines, window_size))
+        if not window:
+            return report
+        numbers, lines = [number for number, _ in window], [line for _, line in window]
+        outputs = translate_lines(translator, lines, report, progress, n_best, with_scores, line_numbers=numbers)
+        outputs, repairs = postprocess(problem, lines, outputs)
+        report.lines += len(lines)
+        report.repairs += repairs
+        write(output_lines(outputs, with_scores))
+
+
+def window_lines(hparams) -> int:
+    """Lines read, sorted and decoded together: 8 batches' worth, at least 256."""
+    return max(256, 8 * hparams.sentences_per_batch)
+
+
 def output_lines(outputs: list[list[Hypothesis]], with_scores: bool = False) -> list[str]:
     """What the decoder writes: a line per hypothesis (n_best consecutive lines per input),
     "<log_prob>\t<text>" with scores."""
@@ -143,3 +203,10 @@ def interactive(translator, read=input, write=print) -> None:
         except EOFError:
             return
         write(translator.translate([line])[0])
+
+
+def require_sentence_list(sentences, method: str) -> None:
+    """A TypeError for a bare string where a list of sentences belongs (it would be read as
+    one sentence per character); the Translator and ExportedTranslator both check."""
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(f"{method} takes a list of sentences, e.g. {method}([\"A dog runs.\"]), not a string.")

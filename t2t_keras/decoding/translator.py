@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_keras.decoding.beam_search import beam_search, search_in_parts
+from t2t_keras.decoding.beam_search import beam_search, sample, search_in_parts
+from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
 from t2t_keras.system import decoding_parts
 from t2t_keras.token_ids import EOS_ID, PAD_ID
@@ -55,14 +56,16 @@ class Translator(tf.Module):
 
     @classmethod
     def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
-                     checkpoint_path: str | None = None) -> "Translator":
+                     checkpoint_path: str | None = None, ensemble: list[str] = ()) -> "Translator":
         """The Translator of a trained run: a trainer's output_dir, or an averaged or best one.
 
         Restores the latest checkpoint (or `checkpoint_path`) and searches with the problem's
         decode defaults, overridden by `decode_hparams` (a DecodeHParams, or "beam_size=5,alpha=1.0").
-        The restored checkpoint's path is `checkpoint_path`.
+        With `ensemble` (more run dirs or checkpoints, sharing the vocabularies), decodes with
+        the average of all the models' next-token probabilities. The restored checkpoints'
+        paths are `checkpoint_paths` (`checkpoint_path`: the first).
         """
-        from t2t_keras.checkpoints import RunDir, restore_model
+        from t2t_keras.checkpoints import RunDir, resolve_checkpoint, restore_model
 
         run_dir = RunDir(output_dir)
         problem = run_dir.problem()
@@ -70,8 +73,19 @@ class Translator(tf.Module):
             decode_hparams = apply_overrides(problem.decode_defaults, decode_hparams or "", "decode_hparams")
         model, path = restore_model(run_dir, checkpoint_path)
         vocabularies = run_dir.vocabularies()
+        paths = [path]
+        if ensemble:
+            from t2t_keras.decoding.ensemble import Ensemble
+
+            models = [model]
+            for member in ensemble:
+                member_dir, member_path = resolve_checkpoint(member, "--ensemble")
+                _check_same_vocabularies(member, member_dir.vocabularies(), vocabularies)
+                models.append(restore_model(member_dir, member_path)[0])
+                paths.append(member_path)
+            model = Ensemble(models)
         translator = cls(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
-        translator.checkpoint_path = path
+        translator.checkpoint_path, translator.checkpoint_paths = path, paths
         return translator
 
     def translate(self, sentences: list[str], n_best: int | None = None):
@@ -79,8 +93,7 @@ class Translator(tf.Module):
         parsing), or with `n_best`, its n best `Hypothesis`es (text, log_prob, score)."""
         from t2t_keras.decoding import file_decoding
 
-        if isinstance(sentences, str):
-            raise TypeError("translate takes a list of sentences, e.g. translate([\"A dog runs.\"]).")
+        file_decoding.require_sentence_list(sentences, "translate")
         outputs = file_decoding.translate_lines(self, list(sentences), n_best=n_best or 1, log_probs=bool(n_best))
         if self.problem is not None:
             outputs, _ = file_decoding.postprocess(self.problem, list(sentences), outputs)
@@ -90,31 +103,67 @@ class Translator(tf.Module):
         """log P(target | source) of each pair, EOS included (the SavedModel's score signature)."""
         from t2t_keras.decoding import file_decoding
 
+        file_decoding.require_sentence_list(sources, "score")
+        file_decoding.require_sentence_list(targets, "score")
         if len(sources) != len(targets):
             raise ValueError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
         return file_decoding.score_lines(self, list(sources), list(targets))
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
     def translate_ids(self, input_ids):
-        """Source ids [B, S] (EOS-terminated, 0-padded) -> {ids [B, K, L], scores [B, K], lengths [B, K]}."""
+        """Source ids [B, S] (EOS-terminated, 0-padded) -> {ids [B, K, L], scores [B, K], lengths [B, K]}:
+        beam search, or with sampling, K samples drawn with each sentence's seed from its ids."""
+        if self.decode_hparams.sampling:
+            return self.sample_ids(input_ids, self._seeds_of(input_ids))
         result = search_in_parts(self._search, input_ids, self.parallel_parts)
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, None], tf.int32, name="input_ids"),
+            tf.TensorSpec([None], tf.int64, name="seeds"),
+        ]
+    )
+    def sample_ids(self, input_ids, seeds):
+        """Like translate_ids, but each sentence's beam_size outputs are samples (sampling_top_k,
+        sampling_temperature) drawn with its own seed, whatever batch it is in."""
+        result = search_in_parts(self._sample, input_ids, self.parallel_parts, seeds)
+        return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
+
+    def _max_lengths(self, input_ids):
+        input_lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
+        max_lengths = input_lengths + self.decode_hparams.extra_length
+        if self.max_position is not None:  # a learned position table ends somewhere
+            max_lengths = tf.minimum(max_lengths, self.max_position)
+        return max_lengths
 
     def _search(self, input_ids):
         """Beam search over the cached model for source ids [B, S] -> BeamSearchResult."""
         hp = self.decode_hparams
-        batch_size = tf.shape(input_ids)[0]
-        input_lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
-        max_lengths = input_lengths + hp.extra_length
-        if self.max_position is not None:  # a learned position table ends somewhere
-            max_lengths = tf.minimum(max_lengths, self.max_position)
         cache = self.model.init_cache(self.model.encode(input_ids, training=False), hp.beam_size)
         filter_state = self.token_filter.initial_state(input_ids, hp.beam_size) if self.token_filter else None
         return beam_search(
-            self.model.decode_step, cache, batch_size, hp.beam_size, hp.alpha, max_lengths, eos_id=EOS_ID,
-            reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn),
+            self.model.decode_step, cache, tf.shape(input_ids)[0], hp.beam_size, hp.alpha, self._max_lengths(input_ids),
+            eos_id=EOS_ID, reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn),
             token_filter=self.token_filter, filter_state=filter_state,
         )
+
+    def _sample(self, input_ids, seeds):
+        """beam_size samples per sentence of source ids [B, S] -> BeamSearchResult."""
+        hp = self.decode_hparams
+        cache = self.model.init_cache(self.model.encode(input_ids, training=False), hp.beam_size)
+        filter_state = self.token_filter.initial_state(input_ids, hp.beam_size) if self.token_filter else None
+        return sample(
+            self.model.decode_step, cache, seeds, self._max_lengths(input_ids), eos_id=EOS_ID, top_k=hp.sampling_top_k,
+            temperature=hp.sampling_temperature, alpha=hp.alpha, samples=hp.beam_size,
+            token_filter=self.token_filter, filter_state=filter_state,
+        )
+
+    def _seeds_of(self, input_ids):
+        """A seed per sentence from the decode seed and its ids (the same sentence, the same samples)."""
+        text = tf.strings.reduce_join(tf.strings.as_string(input_ids), axis=1, separator=" ")
+        return tf.bitwise.bitwise_xor(tf.strings.to_hash_bucket_fast(text, 2**62),
+                                      tf.constant(self.decode_hparams.seed << 32, tf.int64))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def translate_text(self, inputs):
@@ -157,8 +206,11 @@ class Translator(tf.Module):
         ]
     )
     def score_text(self, inputs, targets):
-        """log P(target | source) of raw sentence pairs -> {scores [B], lengths [B] (target tokens + EOS)}."""
-        return self.score_ids(self._tokenize(self.source_tokenizer, inputs), self._tokenize(self.target_tokenizer, targets))
+        """log P(target | source) of raw sentence pairs -> {scores [B], lengths [B] (target tokens + EOS)};
+        a blank source scores 0, as its empty translation does."""
+        result = self.score_ids(self._tokenize(self.source_tokenizer, inputs), self._tokenize(self.target_tokenizer, targets))
+        blank = tf.equal(tf.strings.strip(inputs), "")
+        return {"scores": tf.where(blank, 0.0, result["scores"]), "lengths": result["lengths"]}
 
     @staticmethod
     def _tokenize(tokenizer, sentences):
@@ -167,3 +219,13 @@ class Translator(tf.Module):
         # placer could otherwise run the tokenizer where it does not exist.
         with tf.device("/device:CPU:0"):
             return tokenizer.tokenize(sentences).to_tensor(default_value=PAD_ID)
+
+
+def _check_same_vocabularies(member: str, theirs, ours) -> None:
+    for side, their, our in zip(("source", "target"), theirs, ours):
+        if their.sha256 != our.sha256:
+            name = "vocabulary" if ours.shared else f"{side} vocabulary"
+            raise UsageError(
+                f"--ensemble={member}: its {name} ({their.size} pieces) is not the first model's ({our.size} pieces); "
+                "ensembled models must share their vocabularies."
+            )

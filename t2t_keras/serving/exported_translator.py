@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from t2t_keras.data.tokenizers import Vocabulary
-from t2t_keras.decoding.file_decoding import EMPTY, Hypothesis, padded_batch
+from t2t_keras.decoding.file_decoding import EMPTY, Hypothesis, padded_batch, require_sentence_list
 from t2t_keras.errors import UsageError
 from t2t_keras.serving.exporter import VOCAB_ASSETS
 
@@ -36,6 +36,7 @@ class ExportedTranslator:
         """The best output of each sentence, or with `n_best`, its n best `Hypothesis`es."""
         import tensorflow as tf
 
+        require_sentence_list(sentences, "translate")
         sentences = list(sentences)
         if not n_best:
             outputs = self.saved_model.signatures["serving_default"](inputs=tf.constant(sentences, tf.string))["outputs"]
@@ -59,6 +60,8 @@ class ExportedTranslator:
         """log P(target | source) of each pair, EOS included."""
         import tensorflow as tf
 
+        require_sentence_list(sources, "score")
+        require_sentence_list(targets, "score")
         if len(sources) != len(targets):
             raise ValueError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
         if not sources:

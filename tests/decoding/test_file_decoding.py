@@ -16,7 +16,7 @@ from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.checkpoints import RunDir, restore_model
 from t2t_keras.errors import UsageError
-from tests.testing import assert_one_line_error
+from tests.testing import assert_one_line_error, run_side_by_side
 
 
 def _val(language, count):
@@ -142,7 +142,7 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         ([f"--output_dir={empty}", f"--decode_from_file={source}"], "error: " + str(empty / "hparams.json") + " is missing"),
         ([f"--output_dir={tmp_path / 'no_ckpt'}", f"--decode_from_file={source}"], f"error: --output_dir={tmp_path / 'no_ckpt'} has no checkpoint yet; train first"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_sise=2"],
-         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, sentences_per_batch, parallel_parts, constrained."),
+         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, sentences_per_batch, batch_tokens, parallel_parts, constrained, sampling_top_k, sampling_temperature, seed."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=return_beams=true"],
          "error: --decode_hparams: unknown setting 'return_beams'; replaced by the decoder's --n_best=N flag"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--n_best=9"], "error: --n_best=9: choose 1 to beam_size (4)."),
@@ -150,10 +150,15 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
          f"error: --score_file={tmp_path / 'two.de'} has 2 lines, --decode_from_file has 1; they must be aligned."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=0"], "error: --decode_hparams: need beam_size >= 1"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={tmp_path / 'missing.en'}"], "error: --decode_from_file="),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={tmp_path}"], f"error: --decode_from_file={tmp_path} is a directory; name a text file."),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--ensemble={empty}"], "error: --ensemble="),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_shards=2", "--decode_shard_id=2"],
+         "error: --decode_shard_id=2: choose 0 to --decode_shards - 1 (1)."),
         ([f"--output_dir={trained_output_dir}"], "error: say what to decode"),
     ]
-    for args, message in cases:
-        assert_one_line_error(_decoder_cli(*args), message)
+    results = run_side_by_side([[sys.executable, "-m", "t2t_keras.bin.decoder", "--noprogress", *args] for args, _ in cases])
+    for (_, message), result in zip(cases, results):
+        assert_one_line_error(result, message)
 
 
 def test_n_best_with_scores_and_score_file_on_the_command_line(trained_output_dir, tmp_path):
@@ -174,3 +179,46 @@ def test_n_best_with_scores_and_score_file_on_the_command_line(trained_output_di
     assert rescored.returncode == 0, rescored.stderr
     assert "scored 3 pairs" in rescored.stderr
     np.testing.assert_allclose([float(x) for x in rescored.stdout.split()], [float(scores[i]) for i in (0, 1, 8)], atol=2e-4)
+
+
+def test_the_searchs_score_of_its_best_ids_is_their_log_probability(trained_output_dir):
+    """With alpha 0 the search ranks by log P itself: its score of each best hypothesis equals
+    teacher-forced log P of exactly those ids (not re-tokenised text) under the model."""
+    run_dir = RunDir(trained_output_dir)
+    translator = Translator(restore_model(run_dir)[0], run_dir.vocabularies(), DecodeHParams(beam_size=3, alpha=0.0, extra_length=8))
+    vocabulary = translator.vocabularies.source
+    batch = file_decoding.padded_batch([vocabulary.encode(s, add_eos=True) for s in _val("en", 8)])
+    found = translator.translate_ids(batch)
+    best = found["ids"].numpy()[:, 0]
+    scored = translator.score_ids(batch, best)
+    np.testing.assert_allclose(scored["scores"].numpy(), found["scores"].numpy()[:, 0], atol=1e-4)
+    np.testing.assert_array_equal(scored["lengths"].numpy(), found["lengths"].numpy()[:, 0])
+
+
+def test_an_empty_source_scores_0_on_every_path(translator):
+    assert translator.translate(["", "A dog."], n_best=2)[0] == [file_decoding.EMPTY] * 2
+    assert translator.score(["", "  "], ["", "Ein Hund."]) == [0.0, 0.0]
+    np.testing.assert_array_equal(translator.score_text(["", "  "], ["", "Ein Hund."])["scores"].numpy(), [0.0, 0.0])
+    assert translator.score(["A dog."], [""])[0] < 0  # an empty translation of a real sentence is a real event
+    for method in (translator.translate, lambda s: translator.score(s, ["x"])):
+        with pytest.raises(TypeError, match=r"takes a list of sentences, e\.g\. .*not a string"):
+            method("A dog runs.")
+
+
+def test_an_ensemble_of_a_model_with_itself_is_that_model(trained_output_dir, tmp_path):
+    single = Translator.from_run_dir(trained_output_dir, "beam_size=3,extra_length=8")
+    doubled = Translator.from_run_dir(trained_output_dir, "beam_size=3,extra_length=8", ensemble=[trained_output_dir])
+    assert len(doubled.checkpoint_paths) == 2
+    batch = file_decoding.padded_batch([single.vocabularies.source.encode(s, add_eos=True) for s in _val("en", 6)])
+    ours, theirs = doubled.translate_ids(batch), single.translate_ids(batch)
+    np.testing.assert_array_equal(ours["ids"].numpy(), theirs["ids"].numpy())
+    np.testing.assert_allclose(ours["scores"].numpy(), theirs["scores"].numpy(), atol=1e-4)
+
+    # A model with another vocabulary is refused, naming it, before anything is restored.
+    from t2t_keras.data.tokenizers import train_sentencepiece
+
+    other = tmp_path / "other"
+    shutil.copytree(trained_output_dir, other)
+    (other / "vocab.spm.model").write_bytes(train_sentencepiece(_val("en", 300) + _val("de", 300), 600))
+    with pytest.raises(UsageError, match=r"--ensemble=.*other: its vocabulary \(\d+ pieces\) is not the first model's \(8000 pieces\)"):
+        Translator.from_run_dir(trained_output_dir, ensemble=[str(other)])

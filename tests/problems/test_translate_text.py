@@ -140,6 +140,9 @@ def test_bad_files_are_one_line_errors_naming_file_and_line(corpus, tmp_path):
         _problem(train_source=f"{corpus}/a.en,{corpus}/b.en", train_target=f"{corpus}/a.de.gz", **dev)
     with pytest.raises(UsageError, match=r"--train_source=.* is a directory; name its text files"):
         _problem(train_source=str(corpus), train_target=f"{corpus}/a.de.gz", **dev)
+    with pytest.raises(UsageError, match=r"a vocabulary of 100 pieces is too small for this text: .* choose a size of at least"):
+        problem = _problem(train_source=f"{corpus}/a.en", train_target=f"{corpus}/a.de.gz", vocab_size=100, **dev)
+        datagen.generate(problem, str(tmp_path / "data"), None, overwrite=True, progress=False)
     with pytest.raises(UsageError, match=r"needs --dev_source, --dev_target"):
         _problem(train_source=f"{corpus}/a.en", train_target=f"{corpus}/a.de.gz")
 

@@ -1,0 +1,62 @@
+"""Several trained models decoding as one: at every step, the log of the mean of their
+next-token probabilities (fairseq's ensemble), so beam search, sampling and scoring run on
+the ensemble exactly as on one model.
+
+    translator = Translator.from_run_dir("runs/a", ensemble=["runs/b", "runs/c"])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import tensorflow as tf
+
+
+class EnsembleCache(NamedTuple):
+    """One `DecoderCache` per model; beam search reorders them all together."""
+
+    caches: tuple
+
+    def reorder(self, reorder_fn) -> "EnsembleCache":
+        return EnsembleCache(tuple(cache.reorder(reorder_fn) for cache in self.caches))
+
+
+class Ensemble(tf.Module):
+    """The models' interface for decoding (encode, init_cache, decode_step, and a teacher-forced
+    call for scoring), returning log mean probabilities where a model returns logits. The
+    models must share their vocabularies (`Translator.from_run_dir` checks)."""
+
+    def __init__(self, models):
+        super().__init__(name="ensemble")
+        self.models = list(models)
+        self.hparams = self.models[0].hparams
+        self.softmax_projection = _EachProjection([model.softmax_projection for model in self.models])
+
+    def _mean_probabilities(self, logits: list):
+        log_probs = tf.stack([tf.nn.log_softmax(tf.cast(x, tf.float32), axis=-1) for x in logits])
+        return tf.reduce_logsumexp(log_probs, axis=0) - math.log(len(logits))
+
+    def __call__(self, features, training=None):
+        return self._mean_probabilities([model(features, training=training) for model in self.models])
+
+    def encode(self, inputs, training=None):
+        return tuple(model.encode(inputs, training=training) for model in self.models)
+
+    def init_cache(self, encoded, beam_size: int = 1) -> EnsembleCache:
+        return EnsembleCache(tuple(model.init_cache(e, beam_size) for model, e in zip(self.models, encoded)))
+
+    def decode_step(self, ids, index, cache: EnsembleCache):
+        steps = [model.decode_step(ids, index, c) for model, c in zip(self.models, cache.caches)]
+        return self._mean_probabilities([logits for logits, _ in steps]), EnsembleCache(tuple(c for _, c in steps))
+
+
+class _EachProjection:
+    """Forwards the one-off step-orientation choice to every model's softmax projection."""
+
+    def __init__(self, projections):
+        self.projections = projections
+
+    def choose_step_orientation(self, rows: int) -> None:
+        for projection in self.projections:
+            projection.choose_step_orientation(rows)

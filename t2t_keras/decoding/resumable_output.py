@@ -1,0 +1,143 @@
+"""An output file that decoding fills line by line, in input order, and that a rerun of the
+same command continues after a kill or Ctrl-C.
+
+Beside `path` lies `path.decode.json`, the record of what produces it: the input (path,
+sha256, the block of lines), the checkpoints (path and the sha256 of each `.index`, which
+holds the checksums of the weights), the decode settings that change outputs, n_best and
+the output format. The output itself is the progress: it only ever grows by complete lines
+(one write per batch of finished inputs), so after a kill everything up to its last
+newline is kept. A rerun with the same record cuts a partial line, if any, to the last
+complete input and appends after it; a rerun whose input, checkpoint or settings changed
+is refused in one line. When decoding ends the record says "complete": a later rerun has
+nothing to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+
+from t2t_keras import files
+from t2t_keras.errors import UsageError
+
+RECORD_SUFFIX = ".decode.json"
+FORMAT_VERSION = 1
+# Decode settings that only change speed, not outputs: a resume may change them.
+SPEED_SETTINGS = ("sentences_per_batch", "batch_tokens", "parallel_parts")
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def output_record(input_path: str, lines: tuple[int, int], checkpoints: list[str], decode_hparams,
+                  n_best: int, with_scores: bool) -> dict:
+    """What an output is made from (see the module docstring)."""
+    settings = {key: value for key, value in dataclasses.asdict(decode_hparams).items() if key not in SPEED_SETTINGS}
+    return {
+        "format_version": FORMAT_VERSION,
+        "input": os.path.abspath(input_path),
+        "input_sha256": file_sha256(input_path),
+        "lines": list(lines),
+        "checkpoints": [{"path": path, "index_sha256": file_sha256(path + ".index")} for path in checkpoints],
+        "decode_hparams": settings,
+        "n_best": n_best,
+        "with_scores": with_scores,
+    }
+
+
+class ResumableOutput:
+    """The output file `path` of the inputs `record["lines"]`, `lines_per_input` lines each."""
+
+    def __init__(self, path: str, record: dict, lines_per_input: int):
+        self.path = path
+        self.record_path = path + RECORD_SUFFIX
+        self.record = record
+        self.lines_per_input = lines_per_input
+        self.handle = None
+
+    def open(self, start_over: bool = False) -> tuple[int, bool]:
+        """(inputs already decoded, whether the output is complete), after checking that the
+        record matches and cutting the output back to its last complete input; the output is
+        then open for appending."""
+        previous = None if start_over else self._previous_record()
+        done = 0
+        if previous is not None:
+            changed = [key for key in self.record if previous.get(key) != self.record[key]]
+            if changed:
+                raise UsageError(
+                    f"{self.path} was decoded with another {', '.join(_names(changed))} (see {self.record_path}); "
+                    "rerun with --start_over to decode it again, or choose another --decode_to_file."
+                )
+            done = self.complete_inputs()
+            first, end = self.record["lines"]
+            if previous.get("complete") and done == end - first:
+                return done, True
+        files.write_atomically(self.record_path, json.dumps({**self.record, "complete": False}, indent=2) + "\n")
+        mode = "r+b" if previous is not None and os.path.exists(self.path) else "wb"
+        self.handle = open(self.path, mode)
+        self.handle.truncate(self._offset_of(done) if mode == "r+b" else 0)
+        self.handle.seek(0, os.SEEK_END)
+        return done, False
+
+    def write(self, lines: list[str]) -> None:
+        """Appends complete lines in one write, flushed: a reader (or a kill) never sees half of a batch's line."""
+        if lines:
+            self.handle.write("".join(line.replace("\n", " ") + "\n" for line in lines).encode("utf-8"))
+            self.handle.flush()
+
+    def close(self, complete: bool) -> None:
+        if self.handle is None:
+            return
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        self.handle = None
+        if complete:
+            files.write_atomically(self.record_path, json.dumps({**self.record, "complete": True}, indent=2) + "\n")
+
+    def _previous_record(self) -> dict | None:
+        if not os.path.exists(self.path) or not os.path.exists(self.record_path):
+            return None  # a new output (an existing file without a record is replaced)
+        with open(self.record_path) as handle:
+            try:
+                return json.load(handle)
+            except json.JSONDecodeError:
+                return None
+
+    def complete_inputs(self) -> int:
+        """Inputs whose lines are all in the output (a partial last line or group does not count)."""
+        with open(self.path, "rb") as handle:
+            lines = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+        return lines // self.lines_per_input
+
+    def _offset_of(self, inputs: int) -> int:
+        """The byte offset just after the lines of the first `inputs` inputs."""
+        wanted, offset = inputs * self.lines_per_input, 0
+        if not wanted:
+            return 0
+        with open(self.path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                count = block.count(b"\n")
+                if count < wanted:
+                    wanted -= count
+                    offset += len(block)
+                    continue
+                position = -1
+                for _ in range(wanted):
+                    position = block.index(b"\n", position + 1)
+                return offset + position + 1
+        return offset
+
+
+def _names(keys: list[str]) -> list[str]:
+    readable = {"input_sha256": "input content", "input": "input file", "lines": "block of lines (shards)",
+                "checkpoints": "checkpoint", "decode_hparams": "decode settings", "n_best": "--n_best",
+                "with_scores": "--with_scores", "format_version": "version of t2t-keras"}
+    return [readable.get(key, key) for key in keys]

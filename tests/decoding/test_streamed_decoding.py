@@ -1,0 +1,94 @@
+"""t2t-keras-decoder on a long file: written as it goes in input order, killed and resumed into
+the file an uninterrupted run writes, sharded into blocks whose concatenation is that file."""
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+from tests.testing import assert_one_line_error, run_side_by_side
+
+pytestmark = pytest.mark.slow
+
+FAST = "--decode_hparams=beam_size=2,extra_length=4"
+
+
+def _decoder(*args):
+    return [sys.executable, "-m", "t2t_keras.bin.decoder", "--noprogress", FAST, *args]
+
+
+@pytest.fixture(scope="module")
+def long_input(tmp_path_factory):
+    """2000 lines: Multi30k train sentences, with empty lines among them."""
+    path = tmp_path_factory.mktemp("long") / "in.en"
+    with gzip.open(os.path.join(MULTI30K_DIR, "train.en.gz"), "rt", encoding="utf-8") as handle:
+        lines = [next(handle).rstrip("\n") for _ in range(1997)]
+    for position in (0, 500, 1999):
+        lines.insert(position, "")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, long_input, tmp_path):
+    """Two shards (side by side) make the reference; an unsharded run is read while it writes,
+    killed halfway, and resumed: it decodes only the lines left and ends byte-equal to them."""
+    run = [f"--output_dir={trained_output_dir}", f"--decode_from_file={long_input}"]
+    shard_runs = run_side_by_side([_decoder(*run, f"--decode_to_file={tmp_path / 'sharded'}", "--decode_shards=2",
+                                            f"--decode_shard_id={i}") for i in (0, 1)])
+    for result in shard_runs:
+        assert result.returncode == 0, result.stderr
+    shards = [(tmp_path / f"sharded.shard-{i}-of-2").read_bytes() for i in (0, 1)]
+    assert [shard.count(b"\n") for shard in shards] == [1000, 1000]
+    reference = shards[0] + shards[1]
+
+    output = tmp_path / "out.de"
+    process = subprocess.Popen(_decoder(*run, f"--decode_to_file={output}"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    snapshots, deadline = 0, time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        content = output.read_bytes() if output.exists() else b""
+        if content:
+            snapshots += 1
+            assert content.endswith(b"\n"), "a partial line was visible"
+            assert reference.startswith(content), "the output is not a prefix of the finished file"
+        if content.count(b"\n") >= 900:
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "decoding ended before it could be killed"
+    assert snapshots >= 2  # the file grew while decoding, batch window by batch window
+    kept = output.read_bytes().count(b"\n")
+    assert 900 <= kept < 2000
+
+    resumed = subprocess.run(_decoder(*run, f"--decode_to_file={output}"), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {output}: {kept} of 2000 input lines are done; decoding the {2000 - kept} left." in resumed.stderr
+    assert f"decoded {2000 - kept} lines" in resumed.stderr
+    assert output.read_bytes() == reference
+    assert json.loads((tmp_path / "out.de.decode.json").read_text())["complete"] is True
+
+    # The record refuses a resume from another input or another checkpoint, in one line each.
+    changed_input = tmp_path / "changed.en"
+    shutil.copyfile(long_input, changed_input)
+    other_run = tmp_path / "other_run"
+    shutil.copytree(trained_output_dir, other_run)
+    output.write_bytes(reference[: reference.index(b"\n", 100) + 1])  # as if killed early
+    with open(changed_input, "a", encoding="utf-8") as handle:
+        handle.write("One more line.\n")
+    refusals = run_side_by_side([
+        _decoder(f"--output_dir={trained_output_dir}", f"--decode_from_file={changed_input}", f"--decode_to_file={output}"),
+        _decoder(f"--output_dir={other_run}", f"--decode_from_file={long_input}", f"--decode_to_file={output}"),
+        _decoder(*run, f"--decode_to_file={output}"),  # unchanged: nothing else to do but finish
+    ])
+    assert_one_line_error(refusals[0], f"error: {output} was decoded with another input file, input content")
+    assert_one_line_error(refusals[1], f"error: {output} was decoded with another checkpoint")
+    assert "--start_over" in refusals[1].stderr
+    assert refusals[2].returncode == 0, refusals[2].stderr
+    assert output.read_bytes() == reference
