@@ -92,3 +92,24 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
     assert "--start_over" in refusals[1].stderr
     assert refusals[2].returncode == 0, refusals[2].stderr
     assert output.read_bytes() == reference
+
+
+def test_ctrl_c_keeps_the_lines_written_and_says_so_on_its_own_line(trained_output_dir, long_input, tmp_path):
+    output = tmp_path / "out.de"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "t2t_keras.bin.decoder", FAST, f"--output_dir={trained_output_dir}",
+         f"--decode_from_file={long_input}", f"--decode_to_file={output}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        if output.exists() and output.read_bytes().count(b"\n") >= 256:
+            process.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.05)
+    stderr = process.communicate()[1]
+    assert process.returncode == 130, stderr
+    kept = output.read_bytes().count(b"\n")
+    last = stderr.rstrip("\n").split("\n")[-1]  # its own line: the progress bar ended before it
+    assert last == f"interrupted: {kept} of 2000 input lines are in {output}; rerun the same command to continue.", stderr
+    assert 256 <= kept < 2000
