@@ -51,3 +51,21 @@ def transformer_parsing_small():
         max_length=1024,
         copy_position_encoding=True,
     )
+
+
+@register_hparams()
+def transformer_parsing_wsj():
+    """The paper's WSJ parser shape (4 layers, d_model 1024, otherwise the en-de base model)
+    with what made the sample's parser work: pre-norm and copy positions, for
+    parsing_english_wsj_words (words in the targets). Residual, attention and ReLU dropout
+    0.3 / 0.1 / 0.1 as transformer_parsing_small (the paper chose its dropout on section 22:
+    tune it there). Sized for GPUs: ~25K target tokens per step = tokens_per_batch x replicas
+    x gradient_accumulation_steps, as the paper's 8 x 3125."""
+    return dataclasses.replace(
+        transformer_parsing(),
+        norm_type="pre",
+        copy_position_encoding=True,
+        layer_prepostprocess_dropout=0.3,
+        attention_dropout=0.1,
+        relu_dropout=0.1,
+    )

@@ -7,10 +7,13 @@ are read with nltk's treebank reader from .mrg files and preprocessed the standa
                               --tmp_dir holds the .mrg files (any layout, e.g.
                               parsed/mrg/wsj/SS/wsj_SSNN.mrg); sections 02-21 train,
                               22 dev, 23 test; the paper's 16K vocabulary.
-  parsing_english_ptb_sample  the same over NLTK's Penn Treebank sample (wsj_0001-0199):
-                              --tmp_dir holds it, or, without --tmp_dir, the slice shipped
-                              in problems/data/ptb_sample; files 0001-0159 train, 0160-0179
-                              dev, 0180-0199 test. Separate vocabularies: 8000 source pieces,
+  parsing_english_wsj_words   the same split and size with the words in the targets (what
+                              works on the sample, with transformer_parsing_wsj).
+  parsing_english_ptb_sample  the same over NLTK's Penn Treebank sample: files 0001-0159
+                              train, 0160-0179 dev, shipped in problems/data/ptb_sample (used
+                              without --tmp_dir; --tmp_dir takes NLTK's own copy,
+                              ~/nltk_data/corpora/treebank/combined). Its test files,
+                              0180-0199, are never shipped nor read. Separate vocabularies: 8000 source pieces,
                               which keep most words whole (the shared 2000-piece vocabulary
                               split a 33-word sentence into 54), and the tree's symbols as
                               whole words on the target side.
@@ -177,8 +180,25 @@ class ParsingEnglishWsj(ParsingProblem):
 
 
 @register_problem()
+class ParsingEnglishWsjWords(ParsingEnglishWsj):
+    """The WSJ split with the words in place of XX in the targets (as
+    parsing_english_ptb_sample_words: the decoder copies each word, so its attention lines up
+    with the source; the words become XX again before scoring). One shared 16K vocabulary in
+    which every "(LABEL" is one piece. The recipe that works on the sample, at the paper's
+    scale: train it with transformer_parsing_wsj; decoding uses beam 21, alpha 0.3, +300."""
+
+    name = "parsing_english_wsj_words"
+    copy_words = True
+    vocab_spec = VocabSpec(
+        size=16000, size_is_bound=True,
+        user_defined_symbols=tuple(WORD_START + "(" + label for label in PTB_LABELS) + (WORD_START + ")",),
+    )
+
+
+@register_problem()
 class ParsingEnglishPtbSample(ParsingProblem):
-    """NLTK's WSJ sample (files 0001-0199); the shipped slice (0001-0019, 0160-0164) without --tmp_dir."""
+    """NLTK's WSJ sample, shipped: files 0001-0159 train, 0160-0179 dev (--tmp_dir: NLTK's own
+    copy instead). Its test files 0180-0199 are never read."""
 
     name = "parsing_english_ptb_sample"
     vocab_spec = VocabSpec(size=8000, size_is_bound=True)  # the shipped slice has fewer words

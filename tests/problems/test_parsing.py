@@ -54,9 +54,36 @@ def test_wsj_splits_by_section(tmp_path):
     assert names == {"train": ["wsj_0200.mrg", "wsj_2199.mrg"], "dev": ["wsj_2201.mrg"], "test": ["wsj_2300.mrg"]}
 
 
+def sample_slice(directory) -> str:
+    """wsj_0001-0019 (train, 212 trees) and wsj_0160-0164 (dev, 67) of the shipped sample, for speed."""
+    os.makedirs(directory, exist_ok=True)
+    for number in (*range(1, 20), *range(160, 165)):
+        shutil.copyfile(os.path.join(PTB_SAMPLE_DIR, f"wsj_{number:04d}.mrg"), os.path.join(directory, f"wsj_{number:04d}.mrg"))
+    return str(directory)
+
+
+def wsj_layout(directory) -> str:
+    """Sample files renamed into the LDC layout parsed/mrg/wsj/SS/wsj_SSNN.mrg: sections 02-03
+    (train), 22 (dev), 23 (test) and 24 (never read)."""
+    sections = {"02": range(1, 11), "03": range(11, 20), "22": range(160, 163), "23": range(163, 165), "24": range(165, 166)}
+    for section, numbers in sections.items():
+        folder = os.path.join(directory, "parsed", "mrg", "wsj", section)
+        os.makedirs(folder)
+        for position, number in enumerate(numbers):
+            shutil.copyfile(os.path.join(PTB_SAMPLE_DIR, f"wsj_{number:04d}.mrg"), os.path.join(folder, f"wsj_{section}{position:02d}.mrg"))
+    return str(directory)
+
+
+def test_the_sample_ships_its_train_and_dev_files_only():
+    names = sorted(os.listdir(PTB_SAMPLE_DIR))
+    assert names == [f"wsj_{number:04d}.mrg" for number in range(1, 180)]  # 0180-0199, the test files, are not shipped
+    problem = registry.problem("parsing_english_ptb_sample")
+    assert [len(problem.mrg_files(split, None)) for split in problem.splits] == [159, 20]
+
+
 def test_datagen_writes_shards_and_the_dev_words_and_gold_trees(tmp_path):
     problem = registry.problem("parsing_english_ptb_sample")
-    manifest = datagen.generate(problem, str(tmp_path), None, progress=False)
+    manifest = datagen.generate(problem, str(tmp_path), sample_slice(tmp_path / "raw"), progress=False)
     assert manifest["splits"]["train"]["pairs"] == 212 and manifest["splits"]["dev"]["pairs"] == 67
     words = (tmp_path / "parsing_english_ptb_sample-dev.words").read_text().splitlines()
     trees = read_trees(str(tmp_path / "parsing_english_ptb_sample-dev.trees"))
@@ -69,7 +96,7 @@ def test_datagen_writes_shards_and_the_dev_words_and_gold_trees(tmp_path):
     assert not vocabularies.shared and manifest["target_vocab"]["sha256"] == vocabularies.target.sha256
     symbols = set(vocabularies.target.pieces(range(3, vocabularies.target.size)))
     assert {"▁XX", "▁)", "▁(S", "▁(NP", "▁(VP"} <= symbols and all(p == "▁)" or p == "▁XX" or p.startswith("▁(") for p in symbols)
-    train_sources = [source for source, _ in problem.text_pairs("train", None, TextStats())]
+    train_sources = [source for source, _ in problem.text_pairs("train", str(tmp_path / "raw"), TextStats())]
     pieces = sum(len(vocabularies.source.encode(line)) for line in train_sources)
     assert pieces < 1.1 * sum(len(line.split()) for line in train_sources), pieces
     target_ids = vocabularies.target.encode("(S (NP XX XX ) XX )")
@@ -97,14 +124,15 @@ def test_bad_input_is_one_line(tmp_path):
 def test_copy_positions_need_targets_that_copy_the_source(tmp_path):
     problem = registry.problem("parsing_english_ptb_sample")  # XX targets: no copies
     data_dir = tmp_path / "data"
-    datagen.generate(problem, str(data_dir), None, progress=False)
+    raw = sample_slice(tmp_path / "raw")
+    datagen.generate(problem, str(data_dir), raw, progress=False)
     assert_one_line_error(
         _cli("trainer", f"--problem={problem.name}", "--hparams_set=transformer_parsing_tiny", "--hparams=copy_position_encoding=true",
              f"--data_dir={data_dir}", f"--output_dir={tmp_path / 'train'}", "--train_steps=1"),
         "error: copy_position_encoding=true needs targets that copy the source; parsing_english_ptb_sample's do not",
     )
     words = registry.problem("parsing_english_ptb_sample_words")
-    datagen.generate(words, str(tmp_path / "words"), None, progress=False)
+    datagen.generate(words, str(tmp_path / "words"), raw, progress=False)
     vocabularies = words.load_vocabularies(str(tmp_path / "words"))
     structure = words.structure_tokens(vocabularies)
     pieces = vocabularies.target.pieces(structure)
@@ -112,19 +140,24 @@ def test_copy_positions_need_targets_that_copy_the_source(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("problem_name", ["parsing_english_ptb_sample", "parsing_english_ptb_sample_words"])
-def test_train_decode_and_score_end_to_end(tmp_path, problem_name):
-    """A briefly trained parser, in both linearisations: every output line is a tree over its
-    input words; EVALB is printed."""
+@pytest.mark.parametrize("problem_name, hparams_set, raw", [
+    ("parsing_english_ptb_sample", "transformer_parsing_tiny", sample_slice),
+    ("parsing_english_wsj_words", "transformer_parsing_wsj", wsj_layout),
+])
+def test_train_decode_and_score_end_to_end(tmp_path, problem_name, hparams_set, raw):
+    """A briefly trained parser, in both linearisations (the words one as the WSJ recipe, on a
+    folder in the LDC layout): every output line is a tree over its input words; EVALB is printed."""
     import tensorflow as tf
 
     problem = registry.problem(problem_name)
     data_dir, output_dir = tmp_path / "data", tmp_path / "train"
-    datagen.generate(problem, str(data_dir), None, progress=False)
+    record = datagen.generate(problem, str(data_dir), raw(tmp_path / "raw"), progress=False)
+    if problem_name == "parsing_english_wsj_words":
+        assert set(record["splits"]) == {"train", "dev", "test"} and record["splits"]["dev"]["pairs"] == 53
+    # The set's own recipe (pre-norm, copy positions for the words linearisation), narrowed for a CPU test.
     overrides = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=2,tokens_per_batch=2048,learning_rate_warmup_steps=20"
-    if problem.copy_words:  # the recipe's model: the decoder told where it is in the source
-        overrides += ",copy_position_encoding=true"
-    hparams = registry.hparams("transformer_parsing_tiny", overrides)
+    hparams = registry.hparams(hparams_set, overrides)
+    assert hparams.copy_position_encoding == problem.copy_words
     settings = trainer.RunSettings(output_dir=str(output_dir), data_dir=str(data_dir), train_steps=20,
                                    save_checkpoints_steps=20, log_steps=20, evaluate=False)
     trainer.train(problem, hparams, settings, tf.distribute.OneDeviceStrategy("/cpu:0"))
