@@ -1,4 +1,4 @@
-"""Beam-search decoding speed on the decode setup of ../shared/bench/shapes.py.
+"""Beam-search decoding speed on the decode setup of the peers' shapes.py ($T2T_BENCH_DIR).
 
     .venv/bin/python benchmarks/decode_speed.py                    # cached (the growing KV cache)
     .venv/bin/python benchmarks/decode_speed.py --extra_length=300 # the same, allowed input + 300 tokens
@@ -8,7 +8,7 @@
 The tiny shape with random weights; 64 source sentences of 20 tokens; beam 4, alpha 0.6;
 each sentence may generate input length + extra_length tokens (default 50, the peers'
 nominal maximum), but EOS is impossible until step 30, where it is the only choice, so every
-run does exactly 30 decode steps (as every peer in ../shared/bench) and gives the same
+run does exactly 30 decode steps (as every peer in $T2T_BENCH_DIR) and gives the same
 outputs whatever extra_length is: the long case (300, parsing's setting) measures what a
 larger maximum length costs by itself. Our real beam_search over the model's decode_step,
 the batch searched in parts side by side with one thread per op, as t2t-keras-decoder runs
@@ -16,7 +16,7 @@ it (by default one part per CPU core).
 Median of 3 runs after 1 warm-up. Prints one JSON line (shapes.decode_result).
 
 `build_decoder` also plugs into the peers' harness:
-    PYTHONPATH=benchmarks python ../shared/bench/decode_keras.py --impl decode_speed:build_decoder
+    PYTHONPATH=benchmarks python $T2T_BENCH_DIR/decode_keras.py --impl decode_speed:build_decoder
 """
 
 import argparse
@@ -28,10 +28,10 @@ import time
 
 T0 = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH_DIR = os.environ.get("T2T_BENCH_DIR", os.path.join(os.path.dirname(REPO), "shared", "bench"))
-sys.path.insert(0, BENCH_DIR)
-import shapes  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_bench import import_shapes  # noqa: E402
+
+shapes = import_shapes()  # the peers' shapes, data and FLOP formula ($T2T_BENCH_DIR)
 
 from t2t_keras.system import keep_freed_memory  # noqa: E402
 

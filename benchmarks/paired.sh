@@ -6,12 +6,12 @@
 #   bash benchmarks/paired.sh decode [pairs]   # CTranslate2 float32, ours (+50), ours (+300)
 #   bash benchmarks/paired.sh train [pairs]    # keras-hub vs ours, fp32, tiny then base
 #
-# Needs the peers' venvs (../shared/bench/setup_venvs.sh; $BENCH_VENVS, default /tmp/bench).
+# Needs the peers' folder in $T2T_BENCH_DIR and their venvs (its setup_venvs.sh; $BENCH_VENVS, default /tmp/bench).
 # Run it alone: two benchmarks at once on 2 cores spoil each other.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
-bench="${T2T_BENCH_DIR:-$(dirname "$repo")/shared/bench}"
+bench="${T2T_BENCH_DIR:?set T2T_BENCH_DIR to the peers' benchmark folder (on this project's machines: ../shared/bench)}"
 venvs="${BENCH_VENVS:-${TMPDIR:-/tmp}/bench}"
 what="${1:?decode or train}"
 pairs="${2:-3}"

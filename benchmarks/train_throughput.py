@@ -1,9 +1,9 @@
-"""Training throughput of t2t-keras on the shapes of ../shared/bench/shapes.py.
+"""Training throughput of t2t-keras on the shapes of the peers' shapes.py ($T2T_BENCH_DIR).
 
     .venv/bin/python benchmarks/train_throughput.py --size tiny --precision fp32
     .venv/bin/python benchmarks/train_throughput.py --size base --precision bf16
 
-Same protocol as the peers in ../shared/bench (random ids, seed 1234, no padding, dropout
+Same protocol as the peers in $T2T_BENCH_DIR (random ids, seed 1234, no padding, dropout
 0.1, label smoothing 0.1, Adam 0.9/0.98/1e-9; 3 warm-up steps, then the median of 10 timed
 steps): our Transformer and our real TrainStep (global-token-normalised loss, the paper's
 schedule) under a one-device strategy. Prints one JSON line (shapes.train_result).
@@ -17,10 +17,10 @@ import time
 
 T0 = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH_DIR = os.environ.get("T2T_BENCH_DIR", os.path.join(os.path.dirname(REPO), "shared", "bench"))
-sys.path.insert(0, BENCH_DIR)
-import shapes  # noqa: E402  (../shared/bench/shapes.py: the peers' shapes, data, FLOP formula)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_bench import import_shapes  # noqa: E402
+
+shapes = import_shapes()  # the peers' shapes, data and FLOP formula ($T2T_BENCH_DIR)
 
 from t2t_keras.system import keep_freed_memory  # noqa: E402
 

@@ -63,7 +63,7 @@ bleu_line=$(run "$BIN/t2t-keras-bleu" --translation="$OUT/val.hyp.de" --referenc
 echo "$bleu_line"
 run "$BIN/t2t-keras-bleu" --translation="$OUT/val.hyp.de" --reference="$OUT/val.de" --lowercase
 
-echo "$bleu_line" | sed -E 's/^BLEU = ([0-9.]+).*/\1/' > "$OUT/val_bleu"
+echo "$bleu_line" | sed -nE 's/^BLEU = ([0-9.]+).*/\1/p' > "$OUT/val_bleu"  # the BLEU line (chrF2 follows it)
 
 step "summary"
 echo "val BLEU (sacreBLEU, cased, detokenised): $(cat "$OUT/val_bleu")"

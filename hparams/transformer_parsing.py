@@ -32,7 +32,7 @@ def transformer_parsing_small():
     the last 900 updates. Pre-norm because the post-norm encoder collapses on these long
     sources (every position the same vector, uniform cross-attention); copy positions because
     without them the decoder loses its place in the source where words repeat (dev F1 61.6 ->
-    75.9 in the same 2400 steps): WORKSPACE.md, Parsing experiments. For
+    75.9 in the same 2400 steps): EXPERIMENTS.md, Parsing experiments. For
     parsing_english_ptb_sample_words (one shared vocabulary, targets that copy the words);
     README: "English constituency parsing"."""
     return dataclasses.replace(
