@@ -51,8 +51,12 @@ def main() -> None:
     opener = gzip.open if args.input.endswith(".gz") else open
     with opener(args.input, "rt", encoding="utf-8") as handle:
         lines = handle.read().splitlines()
-    translator = Translator.from_run_dir(args.output_dir, args.decode_hparams)
-    hparams = dataclasses.replace(translator.decode_hparams, parallel_parts=cores_for_decoding(translator.decode_hparams.parallel_parts))
+    from t2t_keras.checkpoints import RunDir
+    from t2t_keras.hparams_lib import apply_overrides
+
+    hparams = apply_overrides(RunDir(args.output_dir).problem().decode_defaults, args.decode_hparams, "--decode_hparams")
+    # Before TensorFlow starts: each part of a batch gets its own core, as in t2t-keras-decoder.
+    hparams = dataclasses.replace(hparams, parallel_parts=cores_for_decoding(hparams.parallel_parts))
     translator = Translator.from_run_dir(args.output_dir, hparams)
     if args.window_lines >= 0:
         file_decoding.window_lines = lambda _: args.window_lines or len(lines)
