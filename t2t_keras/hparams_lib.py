@@ -198,6 +198,11 @@ class DecodeHParams:
     constrained: bool = _field(
         True, DECODING, "apply the problem's output constraint, if it has one (parsing: only well-formed trees over the input's words)"
     )
+    max_input_tokens: int = _field(
+        0, DECODING,
+        "inputs longer than this many tokens (EOS included) are cut to it, so one request's cost is bounded; 0 = no "
+        "limit (the exporter's default: the model's max_length)",
+    )
     sampling_top_k: int = _field(
         0, DECODING,
         "0 = beam search; k > 0 = sample each token from the k most likely, -1 = from the whole distribution "
@@ -213,10 +218,11 @@ class DecodeHParams:
     def validated(self) -> "DecodeHParams":
         if (self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0
                 or self.parallel_parts < 0 or self.batch_tokens < 0 or self.sampling_top_k < -1
-                or self.sampling_temperature <= 0):
+                or self.sampling_temperature <= 0 or self.max_input_tokens < 0 or self.max_input_tokens == 1):
             raise UsageError(
                 "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, alpha >= 0, "
-                "parallel_parts >= 0, batch_tokens >= 0, sampling_top_k >= -1, sampling_temperature > 0; "
+                "parallel_parts >= 0, batch_tokens >= 0, sampling_top_k >= -1, sampling_temperature > 0, "
+                "max_input_tokens 0 or >= 2; "
                 f"got {self}."
             )
         return self

@@ -115,6 +115,7 @@ class Translator(tf.Module):
         beam search, or with sampling, K samples drawn with each sentence's seed from its ids."""
         if self.decode_hparams.sampling:
             return self.sample_ids(input_ids, self._seeds_of(input_ids))
+        input_ids = self._capped(input_ids)
         result = search_in_parts(self._search, input_ids, self.parallel_parts)
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 
@@ -127,8 +128,18 @@ class Translator(tf.Module):
     def sample_ids(self, input_ids, seeds):
         """Like translate_ids, but each sentence's beam_size outputs are samples (sampling_top_k,
         sampling_temperature) drawn with its own seed, whatever batch it is in."""
-        result = search_in_parts(self._sample, input_ids, self.parallel_parts, seeds)
+        result = search_in_parts(self._sample, self._capped(input_ids), self.parallel_parts, seeds)
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
+
+    def _capped(self, input_ids):
+        """Rows longer than max_input_tokens cut to it, ending with EOS (a bounded cost per request)."""
+        cap = self.decode_hparams.max_input_tokens
+        if not cap:
+            return input_ids
+        cut = input_ids[:, :cap]
+        over = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1) > cap
+        last = tf.range(tf.shape(cut)[1]) == cap - 1
+        return tf.where(over[:, None] & last[None, :], EOS_ID, cut)
 
     def _max_lengths(self, input_ids):
         input_lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
@@ -167,11 +178,15 @@ class Translator(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def translate_text(self, inputs):
-        """Raw sentences [B] -> {outputs [B] (best translation), scores [B]}.
+        """Raw sentences [B] -> {outputs [B] (best translation), scores [B], truncated [B] (the
+        input was longer than max_input_tokens and was cut to it)}.
 
         A blank sentence gives an empty translation and score 0, as in the decoder CLI.
         """
         input_ids = self._tokenize(self.source_tokenizer, inputs)
+        cap = self.decode_hparams.max_input_tokens
+        lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
+        truncated = lengths > cap if cap else tf.zeros_like(lengths, tf.bool)
         result = self.translate_ids(input_ids)
         best_ids = result["ids"][:, 0]
         without_eos = tf.RaggedTensor.from_tensor(best_ids, lengths=tf.maximum(result["lengths"][:, 0] - 1, 0))
@@ -181,6 +196,7 @@ class Translator(tf.Module):
         return {
             "outputs": tf.where(blank, tf.constant("", tf.string), outputs),
             "scores": tf.where(blank, tf.zeros_like(result["scores"][:, 0]), result["scores"][:, 0]),
+            "truncated": truncated,
         }
 
     @tf.function(

@@ -5,18 +5,20 @@
     translator.translate(["A dog runs in the snow."])           # ['Ein Hund rennt im Schnee.']
     translator.translate(["A dog runs."], n_best=2)             # [[Hypothesis(text, log_prob, score), ...]]
     translator.score(["A dog runs."], ["Ein Hund rennt."])      # [log P(target | source)]
+    translator.metadata["decode_hparams"]                       # {"beam_size": 4, "alpha": 1.4, ...}
 
 Outputs are the model's text (a parsing export gives linearised trees, not repaired ones).
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 from t2t_keras.data.tokenizers import Vocabulary
 from t2t_keras.decoding.file_decoding import EMPTY, Hypothesis, padded_batch, require_sentence_list
 from t2t_keras.errors import UsageError
-from t2t_keras.serving.exporter import VOCAB_ASSETS
+from t2t_keras.serving.exporter import METADATA_FILE, VOCAB_ASSETS
 
 
 class ExportedTranslator:
@@ -31,6 +33,12 @@ class ExportedTranslator:
         source, target = (os.path.join(self.path, "assets", name) for name in VOCAB_ASSETS)
         self.source_vocabulary = Vocabulary.load(source)
         self.target_vocabulary = Vocabulary.load(target) if os.path.isfile(target) else self.source_vocabulary
+        metadata_path = os.path.join(self.path, METADATA_FILE)
+        # What the export does (problem, checkpoint, decode settings baked in); {} for an export of an older version.
+        self.metadata = {}
+        if os.path.isfile(metadata_path):
+            with open(metadata_path) as handle:
+                self.metadata = json.load(handle)
 
     def translate(self, sentences: list[str], n_best: int | None = None):
         """The best output of each sentence, or with `n_best`, its n best `Hypothesis`es."""

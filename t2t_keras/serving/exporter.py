@@ -6,10 +6,13 @@
         assets/vocab.spm.model          the SentencePiece model, for clients that tokenise (the
                                         source's, beside target.spm.model when not shared)
         assets.extra/tf_serving_warmup_requests
+        assets.extra/t2t_keras_export.json   what the graph does: problem, checkpoint, the decode
+                                        settings baked in (beam, alpha, max_input_tokens, ...)
 
 Signatures (all TensorFlow core and tensorflow_text ops, so the stock model server runs
 them; no Python in the graph):
-  serving_default  inputs [B] string -> outputs [B] string, scores [B] float32
+  serving_default  inputs [B] string -> outputs [B] string, scores [B] float32, truncated [B]
+                   bool (the input was longer than max_input_tokens and was cut to it)
   translate_ids    input_ids [B, S] int32 (EOS-terminated, 0-padded) -> ids [B, K, L],
                    scores [B, K], lengths [B, K]
   score            inputs [B], targets [B] string -> scores [B] (log P(target | input)),
@@ -21,6 +24,8 @@ watching export_dir never sees half an export, and an existing version is never 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 
 import tensorflow as tf
@@ -30,6 +35,7 @@ from t2t_keras.checkpoints import RunDir, checkpoint_step
 from t2t_keras.errors import UsageError
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+METADATA_FILE = os.path.join("assets.extra", "t2t_keras_export.json")
 VOCAB_ASSETS = ("vocab.spm.model", "target.spm.model")
 
 # Requests TF Serving replays at load time, so the first real request does not pay for
@@ -66,7 +72,23 @@ def export_saved_model(translator, export_dir: str, version: int) -> str:
                 with open(os.path.join(temporary, "assets", name), "wb") as handle:
                     handle.write(vocabulary.model_proto)
         write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
+        files.write_atomically(os.path.join(temporary, METADATA_FILE), json.dumps(export_metadata(translator, version), indent=2) + "\n")
     return final_path
+
+
+def export_metadata(translator, version: int) -> dict:
+    """What a client needs to know about an export: where it comes from and how it searches."""
+    return {
+        "version": version,
+        "problem": translator.problem.name if translator.problem is not None else None,
+        "checkpoint": getattr(translator, "checkpoint_path", None),
+        "decode_hparams": dataclasses.asdict(translator.decode_hparams),
+        "signatures": {
+            "serving_default": "inputs [B] string -> outputs [B] string, scores [B] float32, truncated [B] bool",
+            "translate_ids": "input_ids [B, S] int32 -> ids [B, K, L] int32, scores [B, K] float32, lengths [B, K] int32",
+            "score": "inputs [B], targets [B] string -> scores [B] float32, lengths [B] int32",
+        },
+    }
 
 
 def new_version_path(export_dir: str, version: int) -> str:
@@ -96,7 +118,8 @@ def write_warmup_requests(path: str) -> None:
 
 
 def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path: str | None = None, version: int | None = None) -> str:
-    """Exports a checkpoint of a trainer's output_dir (default: the latest); returns the version's path."""
+    """Exports a checkpoint of a trainer's output_dir (default: the latest); returns the version's
+    path. Inputs are cut to decode_hparams.max_input_tokens, by default the model's max_length."""
     from t2t_keras.decoding.translator import Translator
 
     run_dir = RunDir(output_dir)
@@ -104,5 +127,7 @@ def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path
     if version is None:
         version = checkpoint_step(checkpoint)
     new_version_path(export_dir, version)  # fail before the slow part
+    if not decode_hparams.max_input_tokens:  # a served request costs at most what the model was trained on
+        decode_hparams = dataclasses.replace(decode_hparams, max_input_tokens=run_dir.hparams().max_length)
     translator = Translator.from_run_dir(output_dir, decode_hparams, checkpoint)
     return export_saved_model(translator, export_dir, version)

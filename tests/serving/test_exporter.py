@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from t2t_keras import files
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.serving import exporter
 from tests.testing import assert_one_line_error, read_warmup_requests
@@ -87,7 +88,33 @@ def test_layout_is_what_tf_serving_expects(served):
     assert os.path.basename(path).isdigit()
     for name in ("saved_model.pb", "variables/variables.index", "assets/vocab.spm.model", exporter.WARMUP_FILE):
         assert os.path.isfile(os.path.join(path, name)), name
-    assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".incomplete")]
+    assert not [n for n in os.listdir(os.path.dirname(path)) if files.TEMP_SUFFIX in n]
+
+
+def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_path, monkeypatch):
+    """Killed or failing while writing, an export leaves nothing TF Serving would load, and
+    nothing half-written under any name (the temporary <version>.incomplete is removed)."""
+    import keras
+
+    class FailingArchive:
+        def track(self, _):
+            pass
+
+        def add_endpoint(self, *_):
+            pass
+
+        def write_out(self, path, verbose=False):
+            os.makedirs(os.path.join(path, "variables"))
+            open(os.path.join(path, "saved_model.pb"), "wb").close()
+            raise OSError("disk full")
+
+    from t2t_keras.decoding.translator import Translator
+
+    translator = Translator.from_run_dir(trained_output_dir)
+    monkeypatch.setattr(keras.export, "ExportArchive", FailingArchive)
+    with pytest.raises(OSError, match="disk full"):
+        exporter.export_saved_model(translator, str(tmp_path / "export"), 7)
+    assert os.listdir(tmp_path / "export") == []
 
 
 def test_fresh_process_serves_what_the_decoder_returns(served, tmp_path):
@@ -181,3 +208,86 @@ def _assert_same_n_best(ours, theirs, atol=1e-4):
             assert tied, f"hypothesis {position} differs without a tie: {mine} vs {other}"
         same = [h for h in theirs if h.text == mine.text]  # the same text may come from two spellings in pieces
         assert any(abs(h.score - mine.score) <= atol and abs(h.log_prob - mine.log_prob) <= atol for h in same), (mine, same)
+
+
+LOADER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "saved_model_loader.cc")
+
+
+@pytest.fixture(scope="module")
+def cpp_loader(tmp_path_factory):
+    """tests/serving/saved_model_loader.cc built with the TensorFlow wheel's headers and
+    libraries (tf.sysconfig), and TF Text's op library it loads: (binary, op library)."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler (g++ or c++) here: TF Serving's C++ loader cannot be built and is not checked")
+    import tensorflow as tf
+    import tensorflow_text
+
+    binary = tmp_path_factory.mktemp("cpp") / "saved_model_loader"
+    library = tf.sysconfig.get_lib()
+    built = subprocess.run(
+        [compiler, "-O1", "-w", *tf.sysconfig.get_compile_flags(), LOADER_SOURCE, "-o", str(binary),
+         "-Wl,--no-as-needed", *tf.sysconfig.get_link_flags(), "-l:libtensorflow_cc.so.2", f"-Wl,-rpath,{library}"],
+        capture_output=True, text=True,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    return str(binary), os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops", "_sentencepiece_tokenizer.so")
+
+
+def _requests_file(path, requests):
+    """The loader's request format (see saved_model_loader.cc)."""
+    with open(path, "wb") as handle:
+        for signature, inputs in requests:
+            handle.write(f"request {signature}\n".encode())
+            for key, values in inputs.items():
+                handle.write(f"input {key} {len(values)}\n".encode())
+                for value in values:
+                    data = value.encode("utf-8")
+                    handle.write(f"{len(data)}\n".encode() + data + b"\n")
+            handle.write(b"end\n")
+
+
+def test_tf_servings_cpp_loader_serves_what_the_decoder_returns(served, cpp_loader, trained_output_dir, tmp_path):
+    """LoadSavedModel (tag serve) from C++, with no Python: serving_default and score run by the
+    SignatureDefs' tensor names give the decoder's outputs and the Python scores, and every
+    warmup request TF Serving would replay at load time runs."""
+    from t2t_keras.decoding.translator import Translator
+
+    binary, op_library = cpp_loader
+    path, decoded = served
+    sources = _val("en", 20)
+    warmups = [[s.decode("utf-8") for s in request.inputs["inputs"].string_val]
+               for request in read_warmup_requests(os.path.join(path, exporter.WARMUP_FILE))]
+    long_line = "A dog. " * 714 + "Done."  # 5000 words, far over the cap
+    requests = [
+        ("serving_default", {"inputs": sources}),
+        ("serving_default", {"inputs": ["", long_line]}),
+        ("score", {"inputs": sources[:4] + [""], "targets": decoded[:4] + ["Ein Hund."]}),
+        *[("serving_default", {"inputs": inputs}) for inputs in warmups],
+    ]
+    _requests_file(tmp_path / "requests", requests)
+    result = subprocess.run([binary, path, str(tmp_path / "requests"), op_library], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(answers) == len(requests)
+    assert answers[0]["outputs"] == decoded and answers[0]["truncated"] == [False] * 20
+    assert answers[1]["outputs"][0] == "" and answers[1]["scores"][0] == 0 and answers[1]["truncated"] == [False, True]
+    in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
+    np.testing.assert_allclose(answers[2]["scores"], in_process.score(sources[:4] + [""], decoded[:4] + ["Ein Hund."]), atol=1e-4)
+    for inputs, answer in zip(warmups, answers[3:]):
+        assert len(answer["outputs"]) == len(inputs)
+
+
+def test_the_export_says_how_it_decodes_and_bounds_each_request(served):
+    from t2t_keras.serving.exported_translator import ExportedTranslator
+
+    path, _ = served
+    exported = ExportedTranslator(path)
+    settings = exported.metadata["decode_hparams"]
+    assert (settings["beam_size"], settings["alpha"], settings["extra_length"]) == (4, 0.6, 20)
+    assert settings["max_input_tokens"] == 64  # the model's max_length (tests/conftest.py)
+    assert exported.metadata["problem"] == "translate_ende_multi30k" and exported.metadata["checkpoint"].endswith("ckpt-30")
+    import tensorflow as tf
+
+    found = exported.saved_model.signatures["translate_ids"](input_ids=tf.constant([[5] * 499 + [1]], tf.int32))
+    assert int(found["lengths"].numpy().max()) <= 64 + 20  # at most the cap plus extra_length, not 500 + 20
