@@ -91,7 +91,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     decode_hparams = apply_overrides(problem.decode_defaults, settings.decode_hparams, "--decode_hparams").validated()
     _check_restart(run_dir, hparams, problem, vocabularies, settings, chief)
     best_metric = _best_metric(settings, problem.score_name, run_dir)
-    latest = run_dir.latest_checkpoint()
+    latest = _agreed_latest_checkpoint(strategy, run_dir)
     if latest and not holds_training_state(latest):
         raise UsageError(
             f"--output_dir={run_dir.path} holds model weights only (an averaged or best checkpoint, no optimizer state "
@@ -136,7 +136,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     manager = checkpoint_manager(checkpoint, checkpoint_dir, settings.keep_checkpoint_max)
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
-        logging.info("Resuming from %s (step %d).", latest, start_step)
+        logging.info("Resuming from %s (step %d%s).", latest, start_step, _fingerprint(model, strategy))
     elif warm_start:
         tf.train.Checkpoint(model=model).restore(warm_start).expect_partial().assert_existing_objects_matched()
         latest = manager.save(checkpoint_number=0)  # so a kill before the first save resumes from these weights
@@ -166,6 +166,33 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     finally:
         if not chief:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def _agreed_latest_checkpoint(strategy, run_dir: RunDir) -> str | None:
+    """The latest checkpoint, which every worker of a multi-worker job must see in the same
+    output_dir (the chief's): a worker that sees another step (no shared folder) stops them
+    all with one line, instead of resuming the chief alone."""
+    latest = run_dir.latest_checkpoint()
+    if strategy.extended._in_multi_worker_mode():  # noqa: SLF001 (tf.distribute has no public test)
+        mine = tf.constant([checkpoint_step(latest) if latest else -1])
+        everyone = strategy.gather(strategy.run(lambda: mine), axis=0).numpy()
+        steps = [int(everyone.min()), int(everyone.max())]
+        if steps[0] != steps[1]:
+            seen = f"step {steps[0]}" if steps[0] >= 0 else "no checkpoint"
+            raise UsageError(
+                f"the workers disagree on --output_dir={run_dir.path}: one sees {seen}, another step {steps[1]}. "
+                "Every worker must see the chief's checkpoints at that path: give them all one shared folder (a gs:// "
+                "path or a network file system)."
+            )
+    return latest
+
+
+def _fingerprint(model, strategy) -> str:
+    """For a multi-worker job, a checksum of the restored weights: every worker logs the same one."""
+    if not strategy.extended._in_multi_worker_mode():  # noqa: SLF001
+        return ""
+    total = sum(float(tf.reduce_sum(tf.cast(weight, tf.float64))) for weight in model.weights)
+    return f"; weights checksum {total:.10e}"
 
 
 def _warm_start_checkpoint(path: str, hparams: HParams, vocabularies, data_dir: str) -> str:
