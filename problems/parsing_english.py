@@ -146,7 +146,7 @@ class ParsingProblem(Problem):
         from t2t_keras.evaluation.evalb import read_trees
 
         prefix = os.path.join(data_dir, f"{self.name}-{self.eval_split}")
-        if not os.path.isfile(prefix + ".trees"):
+        if not files.isfile(prefix + ".trees"):
             raise UsageError(f"{prefix}.trees is missing; rerun t2t-keras-datagen --problem={self.name} with --overwrite.")
         words = list(read_lines(prefix + ".words", TextStats()))[:count]
         return words, read_trees(prefix + ".trees")[:count]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import ClassVar, Iterator
 
+from t2t_keras import files
 from t2t_keras.data.text_files import TextStats, read_lines, read_parallel
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import Problem
@@ -51,6 +52,6 @@ class ParallelTextProblem(TranslateProblem):
 
     def expected_pairs(self, split: str, tmp_dir: str | None) -> int | None:
         source, _ = self._paths(split, tmp_dir)
-        if not os.path.isfile(source):
+        if not files.isfile(source):
             return None
         return sum(1 for _ in read_lines(source, TextStats()))

@@ -17,6 +17,7 @@ import glob
 import os
 from typing import Iterator
 
+from t2t_keras import files
 from t2t_keras.data.text_files import TextStats, read_lines, read_parallel
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import VocabSpec
@@ -136,15 +137,15 @@ def _expand(value: str, flag: str) -> list[str]:
     for item in (part.strip() for part in value.split(",")):
         if not item:
             continue
-        pattern = os.path.abspath(os.path.expanduser(item))
+        pattern = files.absolute(item)
         if glob.has_magic(pattern):
-            matches = sorted(path for path in glob.glob(pattern) if os.path.isfile(path))
+            matches = sorted(path for path in files.glob(pattern) if files.isfile(path))
             if not matches:
                 raise UsageError(f"--{flag}: no file matches {item!r}.")
             paths += matches
-        elif os.path.isdir(pattern):
+        elif files.isdir(pattern):
             raise UsageError(f"--{flag}={item} is a directory; name its text files (a glob such as {item}/*.en works).")
-        elif not os.path.isfile(pattern):
+        elif not files.isfile(pattern):
             raise UsageError(f"--{flag}={item}: no such file.")
         else:
             paths.append(pattern)

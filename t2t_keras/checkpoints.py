@@ -39,7 +39,7 @@ class RunDir:
 
     def __init__(self, path: str):
         # Absolute, so the checkpoint state file never records paths relative to the cwd.
-        self.path = os.path.abspath(os.path.expanduser(path))
+        self.path = files.absolute(path)
 
     @property
     def hparams_path(self) -> str:
@@ -67,7 +67,7 @@ class RunDir:
         problem and its settings, the vocabularies, and `record` (e.g. train_steps), keeping
         the evaluations and best-checkpoint record of earlier runs."""
         files.write_atomically(self.hparams_path, hparams.to_json())
-        previous = self.run_info() if os.path.isfile(self.run_path) else {}
+        previous = self.run_info() if files.isfile(self.run_path) else {}
         source, target = vocabularies
         info = {key: value for key, value in previous.items() if not key.startswith("target_vocab_")}
         info.pop("problem_settings", None)
@@ -87,21 +87,19 @@ class RunDir:
         files.write_atomically(self.run_path, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
     def exists(self) -> bool:
-        return os.path.isfile(self.hparams_path)
+        return files.isfile(self.hparams_path)
 
     def hparams(self) -> HParams:
-        if not os.path.isfile(self.hparams_path):
+        if not files.isfile(self.hparams_path):
             raise UsageError(
                 f"{self.hparams_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote."
             )
-        with open(self.hparams_path) as handle:
-            return HParams.from_json(handle.read(), self.hparams_path)
+        return HParams.from_json(files.read_text(self.hparams_path), self.hparams_path)
 
     def run_info(self) -> dict:
-        if not os.path.isfile(self.run_path):
+        if not files.isfile(self.run_path):
             raise UsageError(f"{self.run_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote.")
-        with open(self.run_path) as handle:
-            return json.load(handle)
+        return json.loads(files.read_text(self.run_path))
 
     def problem(self):
         """The registered problem this directory's model was trained on, with the settings
@@ -113,10 +111,10 @@ class RunDir:
         """The `Vocabularies` (source, target) the model was trained with."""
         from t2t_keras.data.tokenizers import Vocabularies, Vocabulary
 
-        if not os.path.isfile(self.vocab_path):
+        if not files.isfile(self.vocab_path):
             raise UsageError(f"{self.vocab_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote.")
         source = Vocabulary.load(self.vocab_path)
-        separate = os.path.isfile(self.target_vocab_path)
+        separate = files.isfile(self.target_vocab_path)
         return Vocabularies(source, Vocabulary.load(self.target_vocab_path) if separate else source)
 
     def checkpoints(self) -> list[str]:
@@ -145,22 +143,27 @@ class RunDir:
 
     def clear(self) -> None:
         """Removes checkpoints, records and events (for --start_over)."""
-        for name in os.listdir(self.path):
+        for name in files.listdir(self.path):
             if name in (*RECORD_FILES, "checkpoint", "train", "eval", BEST_DIR) or name.startswith(CHECKPOINT_PREFIX + "-"):
                 files.remove(os.path.join(self.path, name))
 
 
-def holds_training_state(checkpoint_path: str) -> bool:
-    """Whether a checkpoint has the optimizer's state (the trainer's do; averaged and best
-    checkpoints are weights only)."""
-    return any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(checkpoint_path))
+def holds_training_state(run_dir: RunDir, checkpoint_path: str) -> bool:
+    """Whether a checkpoint has the optimizer's state: the trainer's do; averaged and best
+    directories, whose run.json says "weights_only", do not (a local one made before that
+    record existed is told by its variables)."""
+    if run_dir.run_info().get("weights_only"):
+        return False
+    if files.is_local(checkpoint_path):
+        return any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(checkpoint_path))
+    return True
 
 
 def resolve_checkpoint(path: str, flag: str) -> tuple[RunDir, str]:
     """(RunDir, checkpoint path) named by a run dir (its latest checkpoint) or a checkpoint
     path such as DIR/ckpt-1200; a UsageError naming `flag` otherwise."""
-    expanded = os.path.abspath(os.path.expanduser(path))
-    if os.path.isdir(expanded):
+    expanded = files.absolute(path)
+    if files.isdir(expanded):
         run_dir = RunDir(expanded)
         if not run_dir.exists():
             raise UsageError(f"{flag}={path} is not a directory t2t-keras-trainer wrote (no hparams.json).")
@@ -217,12 +220,12 @@ def write_weights_run_dir(source: RunDir, model, step: int, target_path: str, re
     always holds a complete earlier version or the new one.
     """
     with files.atomic_path(target_path) as temporary:
-        os.makedirs(temporary)
+        files.makedirs(temporary)
         for name in ("hparams.json", "vocab.spm.model", "target.spm.model"):
-            if os.path.isfile(os.path.join(source.path, name)):
+            if files.isfile(os.path.join(source.path, name)):
                 files.copy_atomically(os.path.join(source.path, name), os.path.join(temporary, name))
         info = {key: value for key, value in source.run_info().items() if key not in ("evaluations", "best")}
-        RunDir(temporary).write_run_info({**info, **(record or {})})
+        RunDir(temporary).write_run_info({**info, **(record or {}), "weights_only": True})
         saved = checkpoint_manager(tf.train.Checkpoint(model=model), temporary, max_to_keep=None).save(checkpoint_number=step)
     return os.path.join(target_path, os.path.basename(saved))
 
@@ -242,7 +245,7 @@ def average_checkpoints(output_dir: str, num_last: int, avg_dir: str) -> str:
     target = RunDir(avg_dir)
     if target.path == source.path:
         raise UsageError("--avg_dir must differ from --output_dir (the average would join the checkpoints it averages).")
-    if os.path.isdir(target.path) and os.listdir(target.path) and not target.exists():
+    if files.isdir(target.path) and files.listdir(target.path) and not target.exists():
         raise UsageError(f"--avg_dir={avg_dir} holds files that are not a t2t-keras run; pick a new or empty directory.")
     files.ensure_writable_dir(os.path.dirname(target.path), "--avg_dir")
     paths = paths[-num_last:]
@@ -281,20 +284,18 @@ class BestCheckpoint:
     def record(self) -> dict | None:
         """The best checkpoint's record, or None before the first evaluation."""
         run_path = os.path.join(self.path, "run.json")
-        if not os.path.isfile(run_path):
+        if not files.isfile(run_path):
             return None
-        with open(run_path) as handle:
-            return json.load(handle).get("best")
+        return json.loads(files.read_text(run_path)).get("best")
 
     @staticmethod
     def recorded_metric(run_dir: RunDir) -> str | None:
         """The metric an existing output_dir/best was chosen by (or its earlier version, if a
         kill cut a swap), or None."""
-        for name in (BEST_DIR, BEST_DIR + files.PREVIOUS_SUFFIX):
+        for name in (BEST_DIR, files.PREVIOUS_PREFIX + BEST_DIR):
             run_path = os.path.join(run_dir.path, name, "run.json")
-            if os.path.isfile(run_path):
-                with open(run_path) as handle:
-                    return (json.load(handle).get("best") or {}).get("metric")
+            if files.isfile(run_path):
+                return (json.loads(files.read_text(run_path)).get("best") or {}).get("metric")
         return None
 
     def recover(self) -> None:

@@ -1,10 +1,17 @@
-"""Writing files so that a crash or a kill never leaves half of one under its real name.
+"""Every file the package reads or writes, on a local disk or any filesystem TensorFlow knows
+(gs://, s3://, hdfs://, ram://, through `tf.io.gfile`), and written so that a crash or a kill
+never leaves half of one under its real name.
 
-Everything the package writes (run records, vocabularies, TFRecord shards, manifests,
-checkpoint copies, decoded text, plots, exports) goes through `atomic_path`: the content is
-written under a temporary name beside the target, flushed to disk, and renamed over the
-target only when complete. A rename within a directory is atomic on POSIX, so readers see
-the old file or the new one, never a mixture.
+Writers go through `atomic_path`: the content is written under a temporary name beside the
+target and renamed over it only when complete. A rename is atomic on a POSIX disk, so readers
+see the old file or the new one. Elsewhere (gs://, s3://, ram://) a directory (an export,
+best/, an averaged run) is copied into place file by file and a marker file,
+`COMPLETE_MARKER`, written last inside it says it is whole (`is_complete_dir`), as
+TensorFlow's own checkpoints are whole only once their state file names them. A single file
+is one object, which appears whole or not at all.
+
+Local paths use the operating system directly (and fsync before a rename); other paths
+import TensorFlow on first use.
 """
 
 from __future__ import annotations
@@ -16,31 +23,198 @@ from typing import Iterator
 
 from t2t_keras.errors import UsageError
 
-TEMP_SUFFIX = ".incomplete"
-PREVIOUS_SUFFIX = ".previous"
+# Temporary and earlier versions are named DIR/.incomplete.NAME and DIR/.previous.NAME: hidden,
+# never a number (TF Serving skips them), and never an extension of NAME, which a filesystem
+# that treats any prefix of a name as a directory (ram://) would move along with NAME.
+TEMP_PREFIX = ".incomplete."
+PREVIOUS_PREFIX = ".previous."
+COMPLETE_MARKER = ".t2t_keras_complete"
+
+
+def _gfile():
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+# --- paths ---
+def is_local(path: str) -> bool:
+    return "://" not in str(path) or str(path).startswith("file://")
+
+
+def absolute(path: str) -> str:
+    """A local path made absolute (and ~ expanded); a URL as it is."""
+    path = str(path)
+    return os.path.abspath(os.path.expanduser(path)) if is_local(path) else path
+
+
+def renames_atomically(path: str) -> bool:
+    """Whether a directory renamed to `path` appears whole at once (a local disk)."""
+    return is_local(path)
+
+
+# --- reading and listing ---
+def exists(path: str) -> bool:
+    if is_local(path):
+        return os.path.exists(path)
+    # By the parent's listing: some filesystems (ram://) call any prefix of a name a path, so
+    # that DIR/best "exists" while only DIR/best.incomplete does.
+    parent, name = os.path.split(str(path).rstrip("/"))
+    if "://" not in parent or parent.endswith(":/"):
+        return _gfile().exists(path)
+    return _gfile().isdir(parent) and name in listdir(parent)
+
+
+def isdir(path: str) -> bool:
+    return os.path.isdir(path) if is_local(path) else exists(path) and _gfile().isdir(path)
+
+
+def isfile(path: str) -> bool:
+    if is_local(path):
+        return os.path.isfile(path)
+    return exists(path) and not _gfile().isdir(path)
+
+
+def listdir(path: str) -> list[str]:
+    if is_local(path):
+        return os.listdir(path)
+    # A prefix-matching filesystem (ram://) lists ".extra" under DIR/assets for DIR/assets.extra/x:
+    # a real child is one that exists under DIR/.
+    names = [name.rstrip("/") for name in _gfile().listdir(path)]
+    return [name for name in names if _gfile().exists(join(path, name))]
+
+
+def size(path: str) -> int:
+    return os.path.getsize(path) if is_local(path) else _gfile().stat(path).length
+
+
+def glob(pattern: str) -> list[str]:
+    import glob as local_glob
+
+    return local_glob.glob(pattern, recursive=True) if is_local(pattern) else _gfile().glob(pattern)
+
+
+def open_file(path: str, mode: str = "r"):
+    """A file object (text is UTF-8): the builtin open for a local path, tf.io.gfile.GFile otherwise."""
+    if is_local(path):
+        return open(path, mode, encoding=None if "b" in mode else "utf-8")
+    handle = _gfile().GFile(path, mode)
+    if "w" in mode:  # some filesystems create the file only at its first write, even an empty one
+        handle.write(b"" if "b" in mode else "")
+    return handle
+
+
+def read_bytes(path: str) -> bytes:
+    with open_file(path, "rb") as handle:
+        return handle.read()
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+# --- writing ---
+def makedirs(path: str) -> None:
+    if is_local(path):
+        os.makedirs(path, exist_ok=True)
+    else:
+        _gfile().makedirs(path)
+
+
+def remove(path: str) -> None:
+    """Deletes a file or a directory tree, if there is one."""
+    if is_local(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+    elif exists(path):
+        if not _gfile().isdir(path):
+            _gfile().remove(path)
+            return
+        import tensorflow as tf
+
+        try:
+            _gfile().rmtree(path)
+        except tf.errors.NotFoundError:  # ram:// deletes DIR/assets.extra with DIR/assets, then misses it
+            if exists(path):
+                raise
+
+
+def rename(source: str, target: str) -> None:
+    """Renames a file or directory over `target` (which must not be a directory). Elsewhere
+    than on a local disk a directory is copied file by file, then removed: object stores (and
+    ram://) have no directories to rename."""
+    if is_local(source):
+        os.replace(source, target)
+    elif not _gfile().isdir(source):
+        _gfile().rename(source, target, overwrite=True)
+    else:
+        _copy_tree(source, target)
+        remove(source)
+
+
+def _copy_tree(source: str, target: str) -> None:
+    """Copies a directory elsewhere than on a local disk, telling files from directories by
+    `isdir` (not tf.io.gfile.walk, which a prefix-matching filesystem misleads)."""
+    _gfile().makedirs(target)
+    for name in listdir(source):
+        if isdir(join(source, name)):
+            _copy_tree(join(source, name), join(target, name))
+        else:
+            _gfile().copy(join(source, name), join(target, name), overwrite=True)
 
 
 @contextlib.contextmanager
-def atomic_path(path: str, suffix: str = "") -> Iterator[str]:
+def atomic_path(path: str) -> Iterator[str]:
     """Yields a temporary path to write `path`'s content to; renamed to `path` on success.
 
-    `suffix` is appended to the temporary name for writers that choose a format by
-    extension (matplotlib's savefig). On an exception the temporary file is removed and
-    `path` is left as it was. A directory may be written as well (an export): it is
-    renamed as a whole, replacing an earlier version (see `recover`).
+    On an exception the temporary file is removed and `path` is left as it was. A directory
+    may be written as well (an export): it is renamed as a whole, replacing an earlier
+    version (see `recover`).
     """
-    temporary = path + TEMP_SUFFIX + suffix
+    temporary = temporary_name(path)
     remove(temporary)
     try:
         yield temporary
-        _sync(temporary)
-        if os.path.isdir(temporary) and os.path.isdir(path):
-            _swap_directories(temporary, path)
+        if is_local(temporary):
+            _sync(temporary)
+        if isdir(temporary):
+            if isdir(path):
+                _swap_directories(temporary, path)
+            else:
+                rename(temporary, path)
+            if not renames_atomically(path):
+                write_bytes_directly(join(path, COMPLETE_MARKER), b"")
         else:
-            os.replace(temporary, path)
+            rename(temporary, path)
     except BaseException:
         remove(temporary)
         raise
+
+
+def join(*parts: str) -> str:
+    return os.path.join(*parts)
+
+
+def temporary_name(path: str) -> str:
+    """Where `atomic_path` writes `path` until it is complete."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, TEMP_PREFIX + tail)
+
+
+def previous_name(path: str) -> str:
+    """Where a directory swap keeps the earlier version of `path` for a moment (see `recover`)."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, PREVIOUS_PREFIX + tail)
+
+
+def is_complete_dir(path: str) -> bool:
+    """Whether a directory `atomic_path` wrote is there whole (on an object store: its marker)."""
+    if not isdir(path):
+        return False
+    return renames_atomically(path) or exists(join(path, COMPLETE_MARKER))
 
 
 @contextlib.contextmanager
@@ -50,67 +224,70 @@ def atomic_paths(paths) -> Iterator[list[str]]:
         yield [stack.enter_context(atomic_path(path)) for path in paths]
 
 
+def write_bytes_directly(path: str, data: bytes) -> None:
+    with open_file(path, "wb") as handle:
+        handle.write(data)
+
+
 def write_atomically(path: str, content: str | bytes) -> None:
     """Writes `content` (text as UTF-8) to `path` through a temporary name."""
     data = content.encode("utf-8") if isinstance(content, str) else content
-    with atomic_path(path) as temporary, open(temporary, "wb") as handle:
-        handle.write(data)
+    with atomic_path(path) as temporary:
+        write_bytes_directly(temporary, data)
 
 
 def copy_atomically(source: str, path: str) -> None:
     with atomic_path(path) as temporary:
-        shutil.copyfile(source, temporary)
+        if is_local(source) and is_local(temporary):
+            shutil.copyfile(source, temporary)
+        else:
+            _gfile().copy(source, temporary, overwrite=True)
 
 
 def remove_incomplete(directory: str, prefix: str = "") -> None:
-    """Deletes what a killed writer left behind in `directory` (names starting with `prefix`)."""
-    for name in os.listdir(directory):
-        if name.startswith(prefix) and TEMP_SUFFIX in name:
-            remove(os.path.join(directory, name))
+    """Deletes what a killed writer left behind in `directory`: the temporary files of names
+    starting with `prefix`."""
+    for name in listdir(directory):
+        if name.startswith(TEMP_PREFIX + prefix):
+            remove(join(directory, name))
 
 
 def recover(path: str) -> None:
     """Repairs what a kill during a directory swap left at `path`: the earlier version is put
-    back if the new one never arrived, and the leftovers are removed."""
-    previous = path + PREVIOUS_SUFFIX
-    if not os.path.exists(path) and os.path.isdir(previous):
-        os.rename(previous, path)
+    back if the new one never arrived (or arrived in part, on an object store), and the
+    leftovers are removed."""
+    previous = previous_name(path)
+    if isdir(previous) and not is_complete_dir(path):
+        remove(path)
+        rename(previous, path)
     remove(previous)
-    remove(path + TEMP_SUFFIX)
-
-
-def remove(path: str) -> None:
-    """Deletes a file or a directory tree, if there is one."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+    remove(temporary_name(path))
 
 
 def ensure_writable_dir(path: str, flag: str) -> None:
     """Creates `path` if needed and checks a file can be written there; a UsageError naming
     `flag` otherwise."""
     try:
-        os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".t2t_keras_write_test")
-        open(probe, "w").close()
-        os.remove(probe)
-    except OSError as e:
-        raise UsageError(f"{flag}={path} is not writable ({e.strerror}); pick another directory.") from None
+        makedirs(path)
+        probe = join(path, ".t2t_keras_write_test")
+        write_bytes_directly(probe, b"")
+        remove(probe)
+    except Exception as e:  # OSError locally, tf.errors.OpError elsewhere
+        reason = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
+        raise UsageError(f"{flag}={path} is not writable ({reason.splitlines()[0] if reason else e}); pick another directory.") from None
 
 
 def _swap_directories(new: str, path: str) -> None:
     """Puts directory `new` in the place of directory `path` (two renames; see `recover`)."""
-    previous = path + PREVIOUS_SUFFIX
+    previous = previous_name(path)
     remove(previous)
-    os.rename(path, previous)
-    os.rename(new, path)
+    rename(path, previous)
+    rename(new, path)
     remove(previous)
 
 
 def _sync(path: str) -> None:
-    """Flushes a written file (or every file of a written directory) to the disk."""
+    """Flushes a written local file (or every file of a written directory) to the disk."""
     paths = [path] if os.path.isfile(path) else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
     for name in paths:
         with open(name, "rb") as handle:

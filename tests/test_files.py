@@ -45,21 +45,21 @@ def test_a_directory_is_replaced_whole(tmp_path):
 
 def test_recover_rolls_back_a_swap_cut_between_its_two_renames(tmp_path):
     target = tmp_path / "best"
-    (tmp_path / "best.previous").mkdir()  # the old version, moved aside
-    (tmp_path / "best.previous" / "v1").write_text("1")
-    (tmp_path / "best.incomplete").mkdir()  # the new one, never moved in
+    (tmp_path / ".previous.best").mkdir()  # the old version, moved aside
+    (tmp_path / ".previous.best" / "v1").write_text("1")
+    (tmp_path / ".incomplete.best").mkdir()  # the new one, never moved in
     files.recover(str(target))
     assert os.listdir(tmp_path) == ["best"] and os.listdir(target) == ["v1"]
-    (tmp_path / "best.previous").mkdir()  # cut after the second rename: the new one stays
+    (tmp_path / ".previous.best").mkdir()  # cut after the second rename: the new one stays
     files.recover(str(target))
     assert os.listdir(tmp_path) == ["best"] and os.listdir(target) == ["v1"]
 
 
 def test_leftovers_of_a_killed_writer_are_removed(tmp_path):
-    for name in ("p-train-00000-of-00002.incomplete", "p.spm.model.incomplete", "other.incomplete", "p-dev"):
+    for name in (".incomplete.p-train-00000-of-00002", ".incomplete.p.spm.model", ".incomplete.other", "p-dev"):
         (tmp_path / name).write_text("x")
     files.remove_incomplete(str(tmp_path), "p")
-    assert sorted(os.listdir(tmp_path)) == ["other.incomplete", "p-dev"]
+    assert sorted(os.listdir(tmp_path)) == [".incomplete.other", "p-dev"]
 
 
 def test_unwritable_directory_names_the_flag(tmp_path):

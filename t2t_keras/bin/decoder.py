@@ -114,9 +114,17 @@ def main(argv) -> int:
         _summary(translator, report, stats, problem, reference, best, resumed=0, block=(first, end))
         return 0
 
+    from t2t_keras import files
     from t2t_keras.decoding.resumable_output import ResumableOutput, output_record
 
     path = FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
+    if not files.is_local(path):  # no appending there: the whole output at once, when complete
+        with files.atomic_path(path) as temporary, files.open_file(temporary, "w") as handle:
+            _decode(translator, problem, numbered(0), lambda lines: handle.write("".join(line + "\n" for line in lines)),
+                    report, end - first, 0)
+        best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best, FLAGS.with_scores)
+        _summary(translator, report, stats, problem, None if reference is None else reference[first:end], best, resumed=0, block=(first, end))
+        return 0
     record = output_record(FLAGS.decode_from_file, (first, end), translator.checkpoint_paths, decode_hparams,
                            FLAGS.n_best, FLAGS.with_scores)
     output = ResumableOutput(path, record, FLAGS.n_best)
@@ -140,8 +148,7 @@ def main(argv) -> int:
         output.close(complete=finished)
     best = None
     if reference is not None:
-        with open(path, encoding="utf-8") as handle:
-            best = _best_texts(handle.read().splitlines(), FLAGS.n_best, FLAGS.with_scores)
+        best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best, FLAGS.with_scores)
         reference = reference[first:end]
     _summary(translator, report, stats, problem, reference, best, resumed=done, block=(first, end))
     return 0

@@ -12,7 +12,7 @@ import sys
 
 from absl import flags
 
-from t2t_keras import registry
+from t2t_keras import files, registry
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import apply_overrides
@@ -111,7 +111,7 @@ def main(argv) -> int:
 
         export_dir = FLAGS.export_dir or os.path.join(FLAGS.output_dir, "export")
         version_path = os.path.join(export_dir, str(result["step"]))
-        if os.path.exists(version_path):  # a rerun of a finished job
+        if files.exists(version_path):  # a rerun of a finished job
             print(f"{version_path} is already exported.")
         else:
             decode_hparams = apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()

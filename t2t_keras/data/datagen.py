@@ -99,7 +99,7 @@ def _vocabulary(problem, side: str, data_dir: str, tmp_dir: str, overwrite: bool
     """The vocabulary of `side` ("both" when shared, "source", "target"): reused if a previous
     run wrote it (atomically), else trained."""
     path = problem.vocab_path(data_dir, "target" if side == "target" else "source")
-    if os.path.isfile(path) and not overwrite:
+    if files.isfile(path) and not overwrite:
         return Vocabulary.load(path)
     sentences = problem.vocab_sentences(tmp_dir, side)
     if not sentences:
@@ -161,7 +161,7 @@ def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str,
 def shuffle_pairs(records: Iterator[bytes], buffer: int, rng: np.random.Generator, spill_prefix: str) -> Iterator[bytes]:
     """`records` in a uniformly random order (given by `rng`), with at most `buffer` of them
     in memory: a split that fits is shuffled in memory; a larger one is dealt at random into
-    temporary files of about `buffer / 2` records (`spill_prefix`-*.incomplete), each then
+    temporary files of about `buffer / 2` records (.incomplete.`spill_prefix`-*), each then
     shuffled in memory (or dealt again if it is still too big) and emitted in turn: a random
     subset per file, each in random order, is a uniform permutation of the whole."""
     held = list(itertools.islice(records, buffer + 1))
@@ -179,7 +179,7 @@ def shuffle_pairs(records: Iterator[bytes], buffer: int, rng: np.random.Generato
 
 
 def _shuffle_spilled(records: Iterable[bytes], buffer: int, rng: np.random.Generator, prefix: str, fan_out: int):
-    paths = [f"{prefix}-{i:03d}{files.TEMP_SUFFIX}" for i in range(fan_out)]
+    paths = [files.temporary_name(f"{prefix}-{i:03d}") for i in range(fan_out)]
     counts = [0] * fan_out
     try:
         writers = [tfrecords.tf_record_writer(path) for path in paths]
@@ -197,7 +197,7 @@ def _shuffle_spilled(records: Iterable[bytes], buffer: int, rng: np.random.Gener
                 rng.shuffle(held)
                 yield from held
             else:  # unlucky or a very large split: deal this file again
-                yield from _shuffle_spilled(tfrecords.read_records(path), buffer, rng, path[: -len(files.TEMP_SUFFIX)],
+                yield from _shuffle_spilled(tfrecords.read_records(path), buffer, rng, f"{prefix}-{len(paths)}-{paths.index(path):03d}",
                                             max(2, -(-2 * count // buffer)))
     finally:
         for path in paths:

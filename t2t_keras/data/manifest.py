@@ -28,20 +28,19 @@ def write(problem, data_dir: str, record: dict) -> None:
 def load(problem, data_dir: str) -> dict:
     """The manifest, after checking the vocabulary and every shard against it."""
     fix = f"run t2t-keras-datagen --problem={problem.name} --data_dir={data_dir} first"
-    if not os.path.isdir(data_dir):
+    if not files.isdir(data_dir):
         raise UsageError(f"--data_dir={data_dir} does not exist; {fix}.")
     path = problem.manifest_path(data_dir)
-    if not os.path.isfile(path):
+    if not files.isfile(path):
         raise UsageError(f"--data_dir={data_dir} has no complete data for {problem.name} (no {os.path.basename(path)}); {fix}.")
-    with open(path) as handle:
-        manifest = json.load(handle)
+    manifest = json.loads(files.read_text(path))
     if manifest.get("format_version") != FORMAT_VERSION:
         raise UsageError(f"{path}: written by another version of t2t-keras; rerun t2t-keras-datagen with --overwrite.")
     vocabularies = {"vocab": problem.vocab_path(data_dir)}
     if not problem.shared_vocabulary:
         vocabularies["target_vocab"] = problem.vocab_path(data_dir, "target")
     for key, vocab_path in vocabularies.items():
-        if not os.path.isfile(vocab_path):
+        if not files.isfile(vocab_path):
             raise UsageError(f"{vocab_path} is missing; rerun t2t-keras-datagen --problem={problem.name} with --overwrite.")
         if key not in manifest or sha256_of(vocab_path) != manifest[key]["sha256"]:
             raise UsageError(
@@ -51,11 +50,11 @@ def load(problem, data_dir: str) -> dict:
     for split in manifest["splits"].values():
         for shard in split["files"]:
             shard_path = os.path.join(data_dir, shard["name"])
-            if not os.path.isfile(shard_path):
+            if not files.isfile(shard_path):
                 raise UsageError(f"{shard_path} is missing; rerun t2t-keras-datagen with --overwrite.")
-            if os.path.getsize(shard_path) != shard["bytes"]:
+            if files.size(shard_path) != shard["bytes"]:
                 raise UsageError(
-                    f"{shard_path} has {os.path.getsize(shard_path)} bytes, the manifest says {shard['bytes']}: "
+                    f"{shard_path} has {files.size(shard_path)} bytes, the manifest says {shard['bytes']}: "
                     "truncated or changed; rerun t2t-keras-datagen with --overwrite."
                 )
     return manifest
@@ -78,12 +77,12 @@ def shard_files(problem, data_dir: str, split: str) -> list[str]:
 
 
 def file_record(path: str, pairs: int) -> dict:
-    return {"name": os.path.basename(path), "bytes": os.path.getsize(path), "pairs": pairs}
+    return {"name": os.path.basename(path), "bytes": files.size(path), "pairs": pairs}
 
 
 def sha256_of(path: str) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with files.open_file(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

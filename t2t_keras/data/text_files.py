@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import itertools
@@ -9,6 +10,7 @@ import os
 import zlib
 from typing import Iterator
 
+from t2t_keras import files
 from t2t_keras.errors import UsageError
 
 
@@ -20,8 +22,15 @@ class TextStats:
     invalid_utf8_line_numbers: list[int] = dataclasses.field(default_factory=list)  # the same lines' numbers
 
 
+@contextlib.contextmanager
 def _open(path: str):
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    """The bytes of `path`, decompressed if it ends in .gz (any filesystem, see `files`)."""
+    with files.open_file(path, "rb") as handle:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=handle, mode="rb") as unzipped:
+                yield unzipped
+        else:
+            yield handle
 
 
 def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: bool = False) -> Iterator[str]:
@@ -32,9 +41,9 @@ def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: boo
     option the path came from, for the errors about a missing or unreadable file.
     """
     named = f"{flag}={path}" if flag else path
-    if os.path.isdir(path):
+    if files.isdir(path):
         raise UsageError(f"{named} is a directory; name a text file.")
-    if not os.path.isfile(path):
+    if not files.isfile(path):
         raise UsageError(f"{named}: no such file.")
     try:
         with _open(path) as handle:
@@ -75,9 +84,9 @@ def read_parallel(source_path: str, target_path: str, stats: TextStats, strict: 
 def count_lines(path: str, flag: str | None = None) -> int:
     """How many lines `read_lines` yields for `path` (a last line without a newline counts)."""
     named = f"{flag}={path}" if flag else path
-    if os.path.isdir(path):
+    if files.isdir(path):
         raise UsageError(f"{named} is a directory; name a text file.")
-    if not os.path.isfile(path):
+    if not files.isfile(path):
         raise UsageError(f"{named}: no such file.")
     count, last = 0, b"\n"
     try:

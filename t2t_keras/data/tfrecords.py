@@ -34,7 +34,7 @@ def serialize_example(inputs: Sequence[int], targets: Sequence[int]) -> bytes:
 def atomic_shard_writers(paths: Sequence[str]) -> Iterator[list]:
     """TFRecord writers of `paths`, which appear under their names only when all succeed.
 
-    An exception (or a kill) leaves only `*.incomplete` files, which never look like data;
+    An exception (or a kill) leaves only `.incomplete.*` files, which never look like data;
     `files.remove_incomplete` clears them before the next run.
     """
     with files.atomic_paths(paths) as temporaries:

@@ -91,8 +91,9 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str) -> "Vocabulary":
-        with open(path, "rb") as handle:
-            return cls(handle.read(), path)
+        from t2t_keras import files
+
+        return cls(files.read_bytes(path), path)
 
     @property
     def size(self) -> int:
@@ -147,11 +148,13 @@ def given_vocabularies(spec: str) -> Vocabularies:
     """The SentencePiece model(s) of --vocab_model: one path (shared), two comma-separated
     paths (source, target), or a t2t-keras run dir (its vocab.spm.model, and target.spm.model
     if it has one). Each must use t2t-keras's reserved ids (pad 0, EOS 1, unknown 2)."""
-    paths = [os.path.abspath(os.path.expanduser(part.strip())) for part in spec.split(",") if part.strip()]
-    if len(paths) == 1 and os.path.isdir(paths[0]):
+    from t2t_keras import files
+
+    paths = [files.absolute(part.strip()) for part in spec.split(",") if part.strip()]
+    if len(paths) == 1 and files.isdir(paths[0]):
         run_dir = paths[0]
         paths = [os.path.join(run_dir, name) for name in ("vocab.spm.model", "target.spm.model")
-                 if os.path.isfile(os.path.join(run_dir, name))]
+                 if files.isfile(os.path.join(run_dir, name))]
         if not paths:
             raise UsageError(f"--vocab_model={spec} is a directory without vocab.spm.model: name a run dir or a .model file.")
     if not 1 <= len(paths) <= 2:
@@ -161,7 +164,9 @@ def given_vocabularies(spec: str) -> Vocabularies:
 
 
 def _load_vocab_model(path: str, spec: str) -> Vocabulary:
-    if not os.path.isfile(path):
+    from t2t_keras import files
+
+    if not files.isfile(path):
         raise UsageError(f"--vocab_model={spec}: {path}: no such file.")
     try:
         vocabulary = Vocabulary.load(path)

@@ -3,6 +3,7 @@ layer, a panel per head, with the subword tokens on the axes."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import numpy as np
@@ -68,14 +69,15 @@ def write_attention_pngs(weights: dict, source_tokens: list[str], target_tokens:
         "decoder_self": (target_tokens, decoder_inputs),
         "encoder_decoder": (target_tokens, source_tokens),
     }
-    os.makedirs(plot_dir, exist_ok=True)
+    files.makedirs(plot_dir)
     paths = []
     for kind in KINDS:
         rows, columns = axes_tokens[kind]
         for layer, layer_weights in enumerate(weights[kind], start=1):
             figure = attention_figure(layer_weights, rows, columns, f"{kind.replace('_', '-')} attention, layer {layer}")
             path = os.path.join(plot_dir, f"{kind}_layer{layer}.png")
-            with files.atomic_path(path, suffix=".png") as temporary:
-                figure.savefig(temporary, dpi=100)
+            image = io.BytesIO()
+            figure.savefig(image, format="png", dpi=100)
+            files.write_atomically(path, image.getvalue())
             paths.append(path)
     return paths

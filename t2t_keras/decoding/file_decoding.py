@@ -190,7 +190,7 @@ def output_lines(outputs: list[list[Hypothesis]], with_scores: bool = False) -> 
 
 def write_lines(path: str, lines: Iterable[str]) -> None:
     """Writes `lines` to `path` through a temporary name, so no half-written file is left."""
-    with files.atomic_path(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
+    with files.atomic_path(path) as temporary, files.open_file(temporary, "w") as handle:
         for line in lines:
             handle.write(line.replace("\n", " ") + "\n")
 

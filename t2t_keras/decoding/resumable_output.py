@@ -1,5 +1,6 @@
-"""An output file that decoding fills line by line, in input order, and that a rerun of the
-same command continues after a kill or Ctrl-C.
+"""An output file on a local disk that decoding fills line by line, in input order, and that a
+rerun of the same command continues after a kill or Ctrl-C. (An object store cannot append:
+the decoder writes an output there in one piece when it is complete.)
 
 Beside `path` lies `path.decode.json`, the record of what produces it: the input (path,
 sha256, the block of lines), the checkpoints (path and the sha256 of each `.index`, which
@@ -30,7 +31,7 @@ SPEED_SETTINGS = ("sentences_per_batch", "batch_tokens", "parallel_parts")
 
 def file_sha256(path: str) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with files.open_file(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -80,8 +81,8 @@ class ResumableOutput:
             if previous.get("complete") and done == end - first:
                 return done, True
         files.write_atomically(self.record_path, json.dumps({**self.record, "complete": False}, indent=2) + "\n")
-        mode = "r+b" if previous is not None and os.path.exists(self.path) else "wb"
-        self.handle = open(self.path, mode)
+        mode = "r+b" if previous is not None and files.exists(self.path) else "wb"
+        self.handle = files.open_file(self.path, mode)
         self.handle.truncate(self._offset_of(done) if mode == "r+b" else 0)
         self.handle.seek(0, os.SEEK_END)
         return done, False
@@ -103,17 +104,16 @@ class ResumableOutput:
             files.write_atomically(self.record_path, json.dumps({**self.record, "complete": True}, indent=2) + "\n")
 
     def _previous_record(self) -> dict | None:
-        if not os.path.exists(self.path) or not os.path.exists(self.record_path):
+        if not files.exists(self.path) or not files.exists(self.record_path):
             return None  # a new output (an existing file without a record is replaced)
-        with open(self.record_path) as handle:
-            try:
-                return json.load(handle)
-            except json.JSONDecodeError:
-                return None
+        try:
+            return json.loads(files.read_text(self.record_path))
+        except json.JSONDecodeError:
+            return None
 
     def complete_inputs(self) -> int:
         """Inputs whose lines are all in the output (a partial last line or group does not count)."""
-        with open(self.path, "rb") as handle:
+        with files.open_file(self.path, "rb") as handle:
             lines = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
         return lines // self.lines_per_input
 
@@ -122,7 +122,7 @@ class ResumableOutput:
         wanted, offset = inputs * self.lines_per_input, 0
         if not wanted:
             return 0
-        with open(self.path, "rb") as handle:
+        with files.open_file(self.path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 count = block.count(b"\n")
                 if count < wanted:

@@ -36,6 +36,7 @@ from typing import Iterable
 
 from nltk import Tree
 
+from t2t_keras import files
 from t2t_keras.errors import UsageError
 from t2t_keras.parsing.trees import PLACEHOLDER, ROOT_LABELS, is_preterminal
 
@@ -133,9 +134,8 @@ def read_params(path: str = DEFAULT_PARAMS, flag: str | None = None) -> EvalbPar
     """The settings of an EVALB parameter file: a path, or COLLINS.prm / new.prm (EVALB's own,
     built in) when no such file exists."""
     where = f"{flag}={path}" if flag else path
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return parse_params(handle.read(), where)
+    if files.isfile(path):
+        return parse_params(files.read_bytes(path).decode("utf-8", errors="replace"), where)
     if path in BUILT_IN_PARAMS:
         return parse_params(BUILT_IN_PARAMS[path], where)
     raise UsageError(f"{where}: no such file; give a path or one of EVALB's own: {', '.join(BUILT_IN_PARAMS)}.")
@@ -439,10 +439,9 @@ def evalb_score(gold_trees: list[Tree], test_trees: list[Tree], params: EvalbPar
 def read_trees(path: str, flag: str | None = None) -> list[Tree]:
     """The bracketed trees of a file, one or many lines each (one per line, or .mrg style)."""
     where = f"{flag}={path}" if flag else path
-    if not os.path.isfile(path):
+    if not files.isfile(path):
         raise UsageError(f"{where}: no such file.")
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        text = handle.read()
+    text = files.read_bytes(path).decode("utf-8", errors="replace")
     trees, depth, start, start_line, line = [], 0, None, 0, 1
     for index, char in enumerate(text):
         if char == "\n":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 
+from t2t_keras import files
 from t2t_keras.data.tokenizers import Vocabulary
 from t2t_keras.decoding.file_decoding import EMPTY, Hypothesis, padded_batch, require_sentence_list
 from t2t_keras.errors import UsageError
@@ -32,13 +33,12 @@ class ExportedTranslator:
         self.saved_model = tf.saved_model.load(self.path)
         source, target = (os.path.join(self.path, "assets", name) for name in VOCAB_ASSETS)
         self.source_vocabulary = Vocabulary.load(source)
-        self.target_vocabulary = Vocabulary.load(target) if os.path.isfile(target) else self.source_vocabulary
+        self.target_vocabulary = Vocabulary.load(target) if files.isfile(target) else self.source_vocabulary
         metadata_path = os.path.join(self.path, METADATA_FILE)
         # What the export does (problem, checkpoint, decode settings baked in); {} for an export of an older version.
         self.metadata = {}
-        if os.path.isfile(metadata_path):
-            with open(metadata_path) as handle:
-                self.metadata = json.load(handle)
+        if files.isfile(metadata_path):
+            self.metadata = json.loads(files.read_text(metadata_path))
 
     def translate(self, sentences: list[str], n_best: int | None = None):
         """The best output of each sentence, or with `n_best`, its n best `Hypothesis`es."""
@@ -82,9 +82,10 @@ class ExportedTranslator:
 
 def _version_dir(export_dir: str) -> str:
     """`export_dir` if it holds a SavedModel, else its highest numbered version."""
-    if os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+    if files.isfile(os.path.join(export_dir, "saved_model.pb")):
         return export_dir
-    versions = [name for name in os.listdir(export_dir) if name.isdigit()] if os.path.isdir(export_dir) else []
+    versions = [name for name in files.listdir(export_dir) if name.isdigit() and files.is_complete_dir(os.path.join(export_dir, name))] \
+        if files.isdir(export_dir) else []
     if not versions:
         raise UsageError(f"{export_dir} holds no SavedModel and no numbered version of one; export first (t2t-keras-exporter).")
     return os.path.join(export_dir, max(versions, key=int))

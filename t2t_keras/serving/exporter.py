@@ -52,8 +52,8 @@ def export_saved_model(translator, export_dir: str, version: int) -> str:
     import keras
 
     final_path = new_version_path(export_dir, version)
-    os.makedirs(export_dir, exist_ok=True)
-    # Written as <version>.incomplete: TF Serving ignores a directory whose name is not a number.
+    files.makedirs(export_dir)
+    # Written as .incomplete.<version>: TF Serving ignores a directory whose name is not a number.
     with files.atomic_path(final_path) as temporary:
         archive = keras.export.ExportArchive()
         archive.track(translator.model)
@@ -65,14 +65,13 @@ def export_saved_model(translator, export_dir: str, version: int) -> str:
         archive.write_out(temporary, verbose=False)
         # The graph holds the SentencePiece models themselves; these copies are for clients
         # that tokenise on their side and call translate_ids.
-        os.makedirs(os.path.join(temporary, "assets"), exist_ok=True)
+        files.makedirs(os.path.join(temporary, "assets"))
         vocabularies = translator.vocabularies
         for name, vocabulary in zip(VOCAB_ASSETS, (vocabularies.source, None if vocabularies.shared else vocabularies.target)):
             if vocabulary is not None:
-                with open(os.path.join(temporary, "assets", name), "wb") as handle:
-                    handle.write(vocabulary.model_proto)
+                files.write_bytes_directly(os.path.join(temporary, "assets", name), vocabulary.model_proto)
         write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
-        files.write_atomically(os.path.join(temporary, METADATA_FILE), json.dumps(export_metadata(translator, version), indent=2) + "\n")
+        files.write_bytes_directly(os.path.join(temporary, METADATA_FILE), (json.dumps(export_metadata(translator, version), indent=2) + "\n").encode())
     return final_path
 
 
@@ -96,7 +95,7 @@ def new_version_path(export_dir: str, version: int) -> str:
     if version < 0:
         raise UsageError(f"--version={version}: TF Serving versions are non-negative integers.")
     path = os.path.join(export_dir, str(version))
-    if os.path.exists(path):
+    if files.exists(path):
         raise UsageError(
             f"{path} already exists and is never overwritten; pass --version=N with a new N "
             "(TF Serving serves the highest) or remove it."
@@ -108,7 +107,7 @@ def write_warmup_requests(path: str) -> None:
     """TF Serving's warmup file: PredictionLog records, each wrapping a serving_default PredictRequest."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    files.makedirs(os.path.dirname(path))
     with tf.io.TFRecordWriter(path) as writer:
         for sentences in WARMUP_BATCHES:
             request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name="serving_default"))

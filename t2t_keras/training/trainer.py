@@ -92,7 +92,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     _check_restart(run_dir, hparams, problem, vocabularies, settings, chief)
     best_metric = _best_metric(settings, problem.score_name, run_dir)
     latest = _agreed_latest_checkpoint(strategy, run_dir)
-    if latest and not holds_training_state(latest):
+    if latest and not holds_training_state(run_dir, latest):
         raise UsageError(
             f"--output_dir={run_dir.path} holds model weights only (an averaged or best checkpoint, no optimizer state "
             f"to resume); to train from them, use --warm_start_from={run_dir.path} with a new --output_dir."

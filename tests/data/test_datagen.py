@@ -100,14 +100,14 @@ def test_sigkill_midway_then_rerun_gives_the_uninterrupted_files(tmp_path):
     process = subprocess.Popen([*command, f"--data_dir={killed_dir}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and process.poll() is None:
-        if os.path.isdir(killed_dir) and any("train" in n and n.endswith(".incomplete") for n in os.listdir(killed_dir)):
+        if os.path.isdir(killed_dir) and any("train" in n and n.startswith(".incomplete.") for n in os.listdir(killed_dir)):
             process.send_signal(signal.SIGKILL)
             break
         time.sleep(0.005)
     process.wait()
     assert process.returncode == -signal.SIGKILL, "datagen finished before it could be killed"
     assert not os.path.exists(killed_dir / "translate_ende_multi30k.manifest.json")
-    assert not any(n.startswith("translate_ende_multi30k-train") and not n.endswith(".incomplete") for n in os.listdir(killed_dir))
+    assert not any(n.startswith("translate_ende_multi30k-train") for n in os.listdir(killed_dir))
 
     subprocess.run([*command, f"--data_dir={killed_dir}"], check=True, capture_output=True)
     subprocess.run([*command, f"--data_dir={clean_dir}"], check=True, capture_output=True)

@@ -88,12 +88,12 @@ def test_layout_is_what_tf_serving_expects(served):
     assert os.path.basename(path).isdigit()
     for name in ("saved_model.pb", "variables/variables.index", "assets/vocab.spm.model", exporter.WARMUP_FILE):
         assert os.path.isfile(os.path.join(path, name)), name
-    assert not [n for n in os.listdir(os.path.dirname(path)) if files.TEMP_SUFFIX in n]
+    assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith((files.TEMP_PREFIX, files.PREVIOUS_PREFIX))]
 
 
 def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_path, monkeypatch):
     """Killed or failing while writing, an export leaves nothing TF Serving would load, and
-    nothing half-written under any name (the temporary <version>.incomplete is removed)."""
+    nothing half-written under any name (the temporary .incomplete.<version> is removed)."""
     import keras
 
     class FailingArchive:

@@ -216,7 +216,7 @@ def test_best_checkpoint_survives_sigkill_and_resume(multi30k_data_dir, tmp_path
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, killed_while = time.time() + 240, None
     while time.time() < deadline and process.poll() is None:
-        if (output_dir / "ckpt-4.index").exists() and (output_dir / "best.incomplete").exists():
+        if (output_dir / "ckpt-4.index").exists() and (output_dir / ".incomplete.best").exists():
             killed_while = "writing best/"
         elif (output_dir / "ckpt-8.index").exists():
             killed_while = "training"
