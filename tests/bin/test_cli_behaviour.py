@@ -65,7 +65,7 @@ def test_help_lists_the_commands_own_flags():
     result = _cli("decoder", "--help")
     assert result.returncode == 0
     assert result.stdout.startswith("t2t-keras-decoder: translate a file")
-    for line in ("  --decode_from_file: Source sentences, one per line.",
+    for line in ("  --decode_from_file: Source sentences, one per line (plain or .gz).",
                  "  --n_best: Hypotheses written per input line, best first (at most beam_size). (default: 1)",
                  "  --output_dir: "):
         assert line in result.stdout, result.stdout
