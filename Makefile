@@ -22,4 +22,4 @@ demo: $(STAMP)
 	bash examples/demo.sh
 
 test: $(STAMP)
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest tests -q --durations=15
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -m pytest tests -q -n 2 --dist loadfile --durations=15

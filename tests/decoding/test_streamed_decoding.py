@@ -17,7 +17,7 @@ from tests.testing import assert_one_line_error, run_side_by_side
 
 pytestmark = pytest.mark.slow
 
-FAST = "--decode_hparams=beam_size=2,extra_length=4"
+FAST = "--decode_hparams=beam_size=1,extra_length=3"
 
 
 def _decoder(*args):

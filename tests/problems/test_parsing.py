@@ -177,6 +177,8 @@ def test_train_decode_and_score_end_to_end(tmp_path, problem_name, hparams_set, 
     assert "repairs" not in result.stderr  # the constrained search only ever finishes trees
     decoder_f1 = float(re.search(r"EVALB all: F1 ([\d.]+)", result.stderr).group(1))
 
+    if problem.copy_words:
+        return  # the dev score's path below is the same for both linearisations
     # The trainer's dev score: EVALB F1 of the same decoding (never BLEU of tree strings).
     model, _ = restore_model(RunDir(str(output_dir)))
     evaluator = Evaluator(

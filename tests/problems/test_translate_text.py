@@ -66,14 +66,15 @@ def text_run(corpus, tmp_path_factory):
     assert "train: 3000 pairs in 10 shards" in result.stdout and "dev: 100 pairs in 1 shards" in result.stdout
     result = _cli("trainer", "--problem=translate_text", f"--data_dir={data}", "--hparams_set=transformer_tiny",
                   f"--hparams={TINY}", f"--output_dir={run}", "--train_steps=6", "--save_checkpoints_steps=6",
-                  "--eval_sentences=0")
+                  "--eval_sentences=0", "--export_saved_model")
     assert result.returncode == 0, result.stderr
+    assert f"exported {run / 'export' / '6'}" in result.stdout
     return data, run
 
 
 @pytest.mark.slow
 def test_two_text_files_to_translations_with_the_commands_alone(corpus, text_run, tmp_path):
-    """datagen -> trainer -> decoder with nothing but flags; the exporter (through
+    """datagen -> trainer -> decoder with nothing but flags; the trainer's export (through
     Translator.from_run_dir) serves what the decoder wrote."""
     _, run = text_run
     result = _cli("decoder", f"--output_dir={run}", f"--decode_from_file={corpus / 'test.en'}",
@@ -83,15 +84,13 @@ def test_two_text_files_to_translations_with_the_commands_alone(corpus, text_run
     assert len(decoded) == 10
 
     from t2t_keras.checkpoints import RunDir
-    from t2t_keras.hparams_lib import DecodeHParams
     from t2t_keras.serving.exported_translator import ExportedTranslator
-    from t2t_keras.serving.exporter import export_run
 
     recorded = RunDir(run).problem()
     assert recorded.name == "translate_text" and recorded.target_language == "de"
     assert recorded.settings["train"] == [[str(corpus / "a.en"), str(corpus / "a.de.gz")],
                                           [str(corpus / "b.en"), str(corpus / "b.de.gz")]]
-    exported = ExportedTranslator(export_run(str(run), str(tmp_path / "export"), DecodeHParams()))
+    exported = ExportedTranslator(str(run / "export"))
     assert exported.translate(_multi30k("en", "val")[100:110]) == decoded
 
 

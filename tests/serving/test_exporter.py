@@ -16,7 +16,7 @@ import pytest
 from t2t_keras import files
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.serving import exporter
-from tests.testing import assert_one_line_error, read_warmup_requests
+from tests.testing import assert_one_line_error, read_warmup_requests, run_side_by_side
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +117,9 @@ def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_p
     assert os.listdir(tmp_path / "export") == []
 
 
-def test_fresh_process_serves_what_the_decoder_returns(served, tmp_path):
+def test_fresh_process_serves_what_the_decoder_returns(served, trained_output_dir, tmp_path):
+    from t2t_keras.decoding.translator import Translator
+
     path, decoder_outputs = served
     sources = _val("en", 20)
     references = _val("de", 20)
@@ -158,26 +160,28 @@ def test_fresh_process_serves_what_the_decoder_returns(served, tmp_path):
     assert answer["batch64"]["outputs"] == [decoder_outputs[i % 20] for i in range(64)]
     for i, inputs in enumerate(warmup_inputs):
         assert len(answer[f"warmup{i}"]["outputs"]) == len(inputs)
+    in_process = Translator.from_run_dir(trained_output_dir).score(request["score"]["inputs"], request["score"]["targets"])
+    np.testing.assert_allclose(answer["score"], in_process, rtol=1e-4, atol=1e-3)
+    # Even a 30-step model prefers the reference to its words shuffled, most of the time.
     reference_scores, shuffled_scores = answer["score"][:20], answer["score"][20:]
-    assert sum(r > s for r, s in zip(reference_scores, shuffled_scores)) >= 15, answer["score"]
+    assert sum(r > s for r, s in zip(reference_scores, shuffled_scores)) >= 12, answer["score"]
     assert answer["translate_ids_shapes"]["ids"][:2] == [1, 4]
 
 
 def test_bad_input_is_one_line(served, trained_output_dir, tmp_path):
     path, _ = served
     export_dir, version = os.path.split(path)
-    assert_one_line_error(
-        _cli("exporter", f"--output_dir={trained_output_dir}", f"--export_dir={export_dir}", f"--version={version}"),
-        f"error: {path} already exists",
-    )
     empty = tmp_path / "untrained"
     shutil.copytree(trained_output_dir, empty, ignore=shutil.ignore_patterns("ckpt-*", "checkpoint"))
-    assert_one_line_error(
-        _cli("exporter", f"--output_dir={empty}", f"--export_dir={tmp_path / 'export'}"),
-        "error: --output_dir=",
-    )
+    exporter_cli = [sys.executable, "-m", "t2t_keras.bin.exporter"]
+    cases = [
+        ([f"--output_dir={trained_output_dir}", f"--export_dir={export_dir}", f"--version={version}"], f"error: {path} already exists"),
+        ([f"--output_dir={empty}", f"--export_dir={tmp_path / 'export'}"], "error: --output_dir="),
+        ([f"--output_dir={trained_output_dir}"], "error: --export_dir is required"),
+    ]
+    for (_, message), result in zip(cases, run_side_by_side([exporter_cli + args for args, _ in cases])):
+        assert_one_line_error(result, message)
     assert not (tmp_path / "export").exists()
-    assert_one_line_error(_cli("exporter", f"--output_dir={trained_output_dir}"), "error: --export_dir is required")
 
 
 def test_python_api_over_the_export_equals_the_in_process_one(served, trained_output_dir):

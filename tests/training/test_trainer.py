@@ -20,7 +20,7 @@ from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
 from t2t_keras.training import trainer
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
-from tests.testing import assert_one_line_error
+from tests.testing import assert_one_line_error, run_side_by_side
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=512,max_length=64,learning_rate_warmup_steps=20"
 
@@ -152,49 +152,6 @@ def _training_state(output_dir, step):
             if name.startswith(("model/", "optimizer/"))}
 
 
-def test_sigkill_midway_then_rerun_ends_where_an_uninterrupted_run_ends(multi30k_data_dir, tmp_path):
-    """With --seed (and no dropout) a run killed after a checkpoint and resumed ends with the weights,
-    the optimizer's slots and the step of the same run left alone: the data order continues too."""
-    seeded = ["--seed=7", f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
-              f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=2", "--log_steps=1",
-              "--noevaluate"]
-    output_dir = tmp_path / "run"
-    command = _trainer_cli(f"--output_dir={output_dir}", *seeded)
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while time.time() < deadline and process.poll() is None:
-        if (output_dir / "ckpt-6.index").exists():  # kill as soon as the third save starts to land
-            process.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.002)
-    process.wait()
-    assert process.returncode == -signal.SIGKILL, "training ended before it could be killed"
-    run_dir = RunDir(output_dir)
-    survivors = run_dir.checkpoints()
-    assert survivors, "no checkpoint survived"
-    for path in survivors:  # every checkpoint the state file names loads
-        restore_model(run_dir, path)
-
-    result = subprocess.run(command + ["--export_saved_model"], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert os.path.isfile(output_dir / "export" / "12" / "saved_model.pb")
-    resumed_from = int(result.stderr.split("Resuming from ")[1].split("(step ")[1].split(")")[0])
-    assert resumed_from >= 4
-    assert "trained to step 12" in result.stdout
-    assert "Sharding callback" not in result.stderr, "TensorFlow's checkpoint INFO line reached the screen"
-    assert "Saved " in result.stderr and "Resuming from" in result.stderr  # the package's own lines do
-    assert os.path.basename(run_dir.latest_checkpoint()) == "ckpt-12"
-
-    uninterrupted = subprocess.run(_trainer_cli(f"--output_dir={tmp_path / 'alone'}", *seeded), capture_output=True, text=True)
-    assert uninterrupted.returncode == 0, uninterrupted.stderr
-    resumed, alone = _training_state(output_dir, 12), _training_state(tmp_path / "alone", 12)
-    assert resumed.keys() == alone.keys()
-    assert "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE" in alone and resumed["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 12
-    assert sum(name.startswith("optimizer/_variables/") for name in alone) > 100  # Adam's two slots per weight
-    for name in alone:
-        np.testing.assert_allclose(resumed[name], alone[name], rtol=0, atol=1e-6, err_msg=name)
-
-
 def test_cli_bad_input_one_line(multi30k_data_dir, tmp_path):
     def run(*args):
         return subprocess.run(_trainer_cli(*args), capture_output=True, text=True)
@@ -206,15 +163,19 @@ def test_cli_bad_input_one_line(multi30k_data_dir, tmp_path):
                           "error: --data_dir=")
 
 
-def test_best_checkpoint_survives_sigkill_and_resume(multi30k_data_dir, tmp_path):
-    """Killed while writing a new best checkpoint, then resumed: the record in run.json, the
-    weights in best/ and the evaluations agree, and every saved step has been evaluated."""
+def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_and_the_best(multi30k_data_dir, tmp_path):
+    """Killed while writing a new best checkpoint (or else mid-training), then resumed: every
+    checkpoint the state file names loads; the resumed run ends with the weights, Adam's slots
+    and the step of the same run left alone (with --seed and no dropout the data order goes
+    on where it stopped); every saved step is evaluated once; run.json's best record, best/'s
+    record and its weights agree; nothing temporary is left."""
+    seeded = ["--seed=7", f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
+              f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=2", "--log_steps=1",
+              "--eval_steps=2", "--eval_sentences=0", "--keep_best=loss"]
     output_dir = tmp_path / "run"
-    command = _trainer_cli(f"--data_dir={multi30k_data_dir}", f"--output_dir={output_dir}", "--train_steps=12",
-                           "--save_checkpoints_steps=2", "--log_steps=1", "--eval_steps=2", "--eval_sentences=0",
-                           "--keep_best=loss")
+    command = _trainer_cli(f"--output_dir={output_dir}", *seeded)
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, killed_while = time.time() + 240, None
+    deadline, killed_while = time.time() + 300, None
     while time.time() < deadline and process.poll() is None:
         if (output_dir / "ckpt-4.index").exists() and (output_dir / ".incomplete.best").exists():
             killed_while = "writing best/"
@@ -227,10 +188,26 @@ def test_best_checkpoint_survives_sigkill_and_resume(multi30k_data_dir, tmp_path
     process.wait()
     assert process.returncode == -signal.SIGKILL, "training ended before it could be killed"
     print(f"killed while {killed_while}")
+    run_dir = RunDir(output_dir)
+    assert run_dir.checkpoints(), "no checkpoint survived"
+    for path in run_dir.checkpoints():  # every checkpoint the state file names loads
+        restore_model(run_dir, path)
 
-    result = subprocess.run(command, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    info = RunDir(output_dir).run_info()
+    result, uninterrupted = run_side_by_side([command, _trainer_cli(f"--output_dir={tmp_path / 'alone'}", *seeded)])
+    assert result.returncode == 0 and uninterrupted.returncode == 0, result.stderr + uninterrupted.stderr
+    resumed_from = int(result.stderr.split("Resuming from ")[1].split("(step ")[1].split(")")[0])
+    assert resumed_from >= 2 and "trained to step 12" in result.stdout
+    assert "Sharding callback" not in result.stderr, "TensorFlow's checkpoint INFO line reached the screen"
+    assert "Saved " in result.stderr  # the package's own lines do
+
+    resumed, alone = _training_state(output_dir, 12), _training_state(tmp_path / "alone", 12)
+    assert resumed.keys() == alone.keys()
+    assert resumed["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 12
+    assert sum(name.startswith("optimizer/_variables/") for name in alone) > 100  # Adam's two slots per weight
+    for name in alone:
+        np.testing.assert_allclose(resumed[name], alone[name], rtol=0, atol=1e-6, err_msg=name)
+
+    info = run_dir.run_info()
     evaluations = {e["step"]: e["loss"] for e in info["evaluations"]}
     assert set(evaluations) == {2, 4, 6, 8, 10, 12}, (killed_while, sorted(evaluations))
     best_step = min(evaluations, key=evaluations.get)
@@ -239,7 +216,7 @@ def test_best_checkpoint_survives_sigkill_and_resume(multi30k_data_dir, tmp_path
     assert best.run_info()["best"] == info["best"]
     assert [os.path.basename(p) for p in best.checkpoints()] == [f"ckpt-{best_step}"]
     kept, _ = restore_model(best)
-    trained, _ = restore_model(RunDir(output_dir), str(output_dir / f"ckpt-{best_step}"))
+    trained, _ = restore_model(run_dir, str(output_dir / f"ckpt-{best_step}"))
     for a, b in zip(kept.get_weights(), trained.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert not [name for name in os.listdir(output_dir) if "incomplete" in name or "previous" in name]
