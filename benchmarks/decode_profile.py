@@ -28,6 +28,7 @@ def main():
     import tensorflow as tf
 
     from t2t_keras import registry
+    from t2t_keras.decoding import batch_decoding
     from t2t_keras.decoding.beam_search import beam_search
     from t2t_keras.models import Transformer
     from t2t_keras.token_ids import EOS_ID
@@ -51,10 +52,8 @@ def main():
 
     @tf.function
     def full():
-        return beam_search(
-            forced(model.decode_step), prepared(), batch, beam, dcfg.alpha, tf.fill([batch], 20 + dcfg.extra_len),
-            eos_id=EOS_ID, reorder_state=lambda cache, reorder_fn: cache.reorder(reorder_fn),
-        ).ids
+        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, tf.fill([batch], 20 + dcfg.extra_len),
+                                           wrap_step=forced).ids
 
     @tf.function
     def model_only():

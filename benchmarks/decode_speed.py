@@ -68,8 +68,8 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1)
     import tensorflow as tf
 
     from t2t_keras import registry
-    from t2t_keras.token_ids import EOS_ID
-    from t2t_keras.decoding.beam_search import beam_search, search_in_parts, tile_for_beams
+    from t2t_keras.decoding import batch_decoding
+    from t2t_keras.decoding.beam_search import search_in_parts
     from t2t_keras.models import Transformer
 
     hparams = dataclasses.replace(
@@ -84,25 +84,8 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1)
     forced = functools.partial(forced_steps, steps=steps, vocab_size=shape.vocab)
 
     def search(sources):
-        batch = tf.shape(sources)[0]
-        encoded = model.encode(sources)
-        max_lengths = tf.fill([batch], tf.shape(sources)[1] + extra_length)
-        reorder_state = None
-        if cached:
-            state, step_fn = model.init_cache(encoded, beam), model.decode_step
-            reorder_state = lambda cache, reorder_fn: cache.reorder(reorder_fn)  # noqa: E731  (as Translator)
-        else:
-            encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam), encoded)
-            state = tf.zeros([batch * beam, tf.reduce_max(max_lengths)], tf.int32)
-
-            def step_fn(ids, index, prefix):
-                rows = tf.range(tf.shape(ids)[0])
-                prefix = tf.tensor_scatter_nd_update(prefix, tf.stack([rows, tf.fill(tf.shape(ids), index)], 1), ids)
-                targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)
-                return model.decode(targets, encoded)[:, index], prefix
-
-        return beam_search(forced(step_fn), state, batch, beam, dcfg.alpha, max_lengths, eos_id=EOS_ID,
-                           reorder_state=reorder_state)
+        max_lengths = tf.fill([tf.shape(sources)[0]], tf.shape(sources)[1] + extra_length)
+        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, cached=cached)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def decode(sources):

@@ -31,13 +31,13 @@ def main(argv) -> int:
             raise UsageError(f"--{name} is required (see --helpfull).")
     run_dir, _, decode_hparams = common_flags.load_trained_run()
 
-    from t2t_keras.decoding import attention_plots, file_decoding  # TensorFlow loads here
+    from t2t_keras.decoding import attention_plots, batch_decoding  # TensorFlow loads here
     from t2t_keras.decoding.translator import Translator
 
     translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
     target = FLAGS.target
     if target is None:
-        target = file_decoding.translate_lines(translator, [FLAGS.sentence], log_probs=False)[0][0].text
+        target = batch_decoding.translate_lines(translator, [FLAGS.sentence], log_probs=False)[0][0].text
         print(f"translation: {target}")
     weights, source_tokens, target_tokens = attention_plots.attention_for_pair(
         translator.model, translator.vocabularies, FLAGS.sentence, target

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_keras.decoding.beam_search import beam_search, sample, search_in_parts
+from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding.beam_search import search_in_parts
 from t2t_keras.errors import UsageError
-from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
+from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.system import decoding_parts
-from t2t_keras.token_ids import EOS_ID, PAD_ID
+from t2t_keras.token_ids import PAD_ID
 
 
 class Translator(tf.Module):
@@ -70,7 +71,7 @@ class Translator(tf.Module):
         run_dir = RunDir(output_dir)
         problem = run_dir.problem()
         if not isinstance(decode_hparams, DecodeHParams):
-            decode_hparams = apply_overrides(problem.decode_defaults, decode_hparams or "", "decode_hparams")
+            decode_hparams = problem.decode_settings(decode_hparams or "", "decode_hparams")
         model, path = restore_model(run_dir, checkpoint_path)
         vocabularies = run_dir.vocabularies()
         paths = [path]
@@ -91,23 +92,19 @@ class Translator(tf.Module):
     def translate(self, sentences: list[str], n_best: int | None = None):
         """The best translation of each sentence (in the problem's output form: a tree for
         parsing), or with `n_best`, its n best `Hypothesis`es (text, log_prob, score)."""
-        from t2t_keras.decoding import file_decoding
-
-        file_decoding.require_sentence_list(sentences, "translate")
-        outputs = file_decoding.translate_lines(self, list(sentences), n_best=n_best or 1, log_probs=bool(n_best))
+        batch_decoding.require_sentence_list(sentences, "translate")
+        outputs = batch_decoding.translate_lines(self, list(sentences), n_best=n_best or 1, log_probs=bool(n_best))
         if self.problem is not None:
-            outputs, _ = file_decoding.postprocess(self.problem, list(sentences), outputs)
+            outputs, _ = batch_decoding.postprocess(self.problem, list(sentences), outputs)
         return outputs if n_best else [hypotheses[0].text for hypotheses in outputs]
 
     def score(self, sources: list[str], targets: list[str]) -> list[float]:
         """log P(target | source) of each pair, EOS included (the SavedModel's score signature)."""
-        from t2t_keras.decoding import file_decoding
-
-        file_decoding.require_sentence_list(sources, "score")
-        file_decoding.require_sentence_list(targets, "score")
+        batch_decoding.require_sentence_list(sources, "score")
+        batch_decoding.require_sentence_list(targets, "score")
         if len(sources) != len(targets):
             raise ValueError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
-        return file_decoding.score_lines(self, list(sources), list(targets))
+        return batch_decoding.score_lines(self, list(sources), list(targets))
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
     def translate_ids(self, input_ids):
@@ -132,43 +129,20 @@ class Translator(tf.Module):
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 
     def _capped(self, input_ids):
-        """Rows longer than max_input_tokens cut to it, ending with EOS (a bounded cost per request)."""
-        cap = self.decode_hparams.max_input_tokens
-        if not cap:
-            return input_ids
-        cut = input_ids[:, :cap]
-        over = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1) > cap
-        last = tf.range(tf.shape(cut)[1]) == cap - 1
-        return tf.where(over[:, None] & last[None, :], EOS_ID, cut)
+        return batch_decoding.cap_inputs(input_ids, self.decode_hparams.max_input_tokens)
 
     def _max_lengths(self, input_ids):
-        input_lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
-        max_lengths = input_lengths + self.decode_hparams.extra_length
-        if self.max_position is not None:  # a learned position table ends somewhere
-            max_lengths = tf.minimum(max_lengths, self.max_position)
-        return max_lengths
+        return batch_decoding.max_lengths(input_ids, self.decode_hparams.extra_length, self.max_position)
 
     def _search(self, input_ids):
-        """Beam search over the cached model for source ids [B, S] -> BeamSearchResult."""
         hp = self.decode_hparams
-        cache = self.model.init_cache(self.model.encode(input_ids, training=False), hp.beam_size)
-        filter_state = self.token_filter.initial_state(input_ids, hp.beam_size) if self.token_filter else None
-        return beam_search(
-            self.model.decode_step, cache, tf.shape(input_ids)[0], hp.beam_size, hp.alpha, self._max_lengths(input_ids),
-            eos_id=EOS_ID, reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn),
-            token_filter=self.token_filter, filter_state=filter_state,
-        )
+        return batch_decoding.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
+                                           self.token_filter)
 
     def _sample(self, input_ids, seeds):
-        """beam_size samples per sentence of source ids [B, S] -> BeamSearchResult."""
         hp = self.decode_hparams
-        cache = self.model.init_cache(self.model.encode(input_ids, training=False), hp.beam_size)
-        filter_state = self.token_filter.initial_state(input_ids, hp.beam_size) if self.token_filter else None
-        return sample(
-            self.model.decode_step, cache, seeds, self._max_lengths(input_ids), eos_id=EOS_ID, top_k=hp.sampling_top_k,
-            temperature=hp.sampling_temperature, alpha=hp.alpha, samples=hp.beam_size,
-            token_filter=self.token_filter, filter_state=filter_state,
-        )
+        return batch_decoding.sample_batch(self.model, input_ids, seeds, hp.beam_size, self._max_lengths(input_ids),
+                                           hp.sampling_top_k, hp.sampling_temperature, hp.alpha, self.token_filter)
 
     def _seeds_of(self, input_ids):
         """A seed per sentence from the decode seed and its ids (the same sentence, the same samples)."""

@@ -17,7 +17,7 @@ import os
 
 from t2t_keras import files
 from t2t_keras.data.tokenizers import Vocabulary
-from t2t_keras.decoding.file_decoding import EMPTY, Hypothesis, padded_batch, require_sentence_list
+from t2t_keras.decoding.batch_decoding import n_best_hypotheses, padded_batch, require_sentence_list
 from t2t_keras.errors import UsageError
 from t2t_keras.serving.exporter import METADATA_FILE, VOCAB_ASSETS
 
@@ -49,20 +49,14 @@ class ExportedTranslator:
         if not n_best:
             outputs = self.saved_model.signatures["serving_default"](inputs=tf.constant(sentences, tf.string))["outputs"]
             return [text.decode("utf-8") for text in outputs.numpy()]
-        results = [[EMPTY] * n_best for _ in sentences]
         rows = [i for i, sentence in enumerate(sentences) if sentence.strip()]
-        if not rows:
-            return results
-        ids = padded_batch([self.source_vocabulary.encode(sentences[i], add_eos=True) for i in rows])
-        found = self.saved_model.signatures["translate_ids"](input_ids=tf.constant(ids))
-        beams, scores = found["ids"].numpy(), found["scores"].numpy()
-        if n_best > beams.shape[1]:
-            raise UsageError(f"n_best={n_best}: this export keeps {beams.shape[1]} hypotheses per sentence.")
-        texts = [[self.target_vocabulary.decode(beams[row, k]) for k in range(n_best)] for row in range(len(rows))]
-        log_probs = iter(self.score([sentences[i] for i, hyps in zip(rows, texts) for _ in hyps], [t for hyps in texts for t in hyps]))
-        for row, i in enumerate(rows):
-            results[i] = [Hypothesis(text, next(log_probs), float(scores[row, k])) for k, text in enumerate(texts[row])]
-        return results
+
+        def search(rows):
+            ids = padded_batch([self.source_vocabulary.encode(sentences[i], add_eos=True) for i in rows])
+            found = self.saved_model.signatures["translate_ids"](input_ids=tf.constant(ids))
+            return found["ids"].numpy(), found["scores"].numpy()
+
+        return n_best_hypotheses(sentences, [rows] if rows else [], search, self.target_vocabulary.decode, self.score, n_best)
 
     def score(self, sources: list[str], targets: list[str]) -> list[float]:
         """log P(target | source) of each pair, EOS included."""

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.decoding.beam_search import NEG_INF, beam_search, length_penalty, search_in_parts, tile_for_beams, top_k_rows
+from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding.beam_search import NEG_INF, beam_search, length_penalty, search_in_parts, top_k_rows
 from t2t_keras.models import Transformer
 
 PAD, EOS, A, B = 0, 1, 2, 3
@@ -184,28 +185,13 @@ def _sources():
 
 
 def _cached_search(model, sources, beam_size, alpha, extra_length=6):
-    max_lengths = tf.reduce_sum(tf.cast(sources != 0, tf.int32), axis=1) + extra_length
-    cache = model.init_cache(model.encode(sources), beam_size)
-    return beam_search(model.decode_step, cache, tf.shape(sources)[0], beam_size, alpha, max_lengths, eos_id=EOS,
-                       reorder_state=lambda state, reorder_fn: state.reorder(reorder_fn))
+    return batch_decoding.search_batch(model, sources, beam_size, alpha, batch_decoding.max_lengths(sources, extra_length))
 
 
 def _uncached_search(model, sources, beam_size, alpha, extra_length=6):
     """The same search, recomputing the decoder over the whole prefix at every step."""
-    max_lengths = tf.reduce_sum(tf.cast(sources != 0, tf.int32), axis=1) + extra_length
-    max_length = int(tf.reduce_max(max_lengths))
-    encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), model.encode(sources))
-
-    def step_fn(ids, index, prefix):
-        prefix = tf.tensor_scatter_nd_update(
-            prefix, tf.stack([tf.range(tf.shape(ids)[0]), tf.fill(tf.shape(ids), index)], axis=1), ids
-        )
-        # decode() shifts its targets right: feed prefix[1:], read the logits at `index`.
-        targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)
-        return model.decode(targets, encoded)[:, index], prefix
-
-    prefix = tf.zeros([tf.shape(sources)[0] * beam_size, max_length], tf.int32)
-    return beam_search(step_fn, prefix, tf.shape(sources)[0], beam_size, alpha, max_lengths, eos_id=EOS)
+    return batch_decoding.search_batch(model, sources, beam_size, alpha, batch_decoding.max_lengths(sources, extra_length),
+                                       cached=False)
 
 
 @pytest.mark.parametrize("beam_size, alpha", [(1, 0.0), (4, 0.6)])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from t2t_keras.token_ids import EOS_ID
-from t2t_keras.decoding import file_decoding
+from t2t_keras.decoding import batch_decoding, file_decoding
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
@@ -80,7 +80,7 @@ def test_n_best_log_probs_equal_the_score_path(translator):
         assert len({h.text for h in hypotheses}) > 1
     # Without log-probabilities (the decoder without --with_scores) the rescoring pass is
     # skipped and the search's outputs are the same.
-    unscored = file_decoding.translate_lines(translator, sentences, n_best=4, log_probs=False)
+    unscored = batch_decoding.translate_lines(translator, sentences, n_best=4, log_probs=False)
     assert [[h._replace(log_prob=None) for h in hs] for hs in outputs[:-1]] == unscored[:-1]
     with pytest.raises(UsageError, match="--n_best=5: choose 1 to beam_size"):
         translator.translate(["A dog."], n_best=5)
@@ -186,7 +186,7 @@ def test_the_searchs_score_of_its_best_ids_is_their_log_probability(trained_outp
     run_dir = RunDir(trained_output_dir)
     translator = Translator(restore_model(run_dir)[0], run_dir.vocabularies(), DecodeHParams(beam_size=3, alpha=0.0, extra_length=8))
     vocabulary = translator.vocabularies.source
-    batch = file_decoding.padded_batch([vocabulary.encode(s, add_eos=True) for s in _val("en", 8)])
+    batch = batch_decoding.padded_batch([vocabulary.encode(s, add_eos=True) for s in _val("en", 8)])
     found = translator.translate_ids(batch)
     best = found["ids"].numpy()[:, 0]
     scored = translator.score_ids(batch, best)
@@ -195,7 +195,7 @@ def test_the_searchs_score_of_its_best_ids_is_their_log_probability(trained_outp
 
 
 def test_an_empty_source_scores_0_on_every_path(translator):
-    assert translator.translate(["", "A dog."], n_best=2)[0] == [file_decoding.EMPTY] * 2
+    assert translator.translate(["", "A dog."], n_best=2)[0] == [batch_decoding.EMPTY] * 2
     assert translator.score(["", "  "], ["", "Ein Hund."]) == [0.0, 0.0]
     np.testing.assert_array_equal(translator.score_text(["", "  "], ["", "Ein Hund."])["scores"].numpy(), [0.0, 0.0])
     assert translator.score(["A dog."], [""])[0] < 0  # an empty translation of a real sentence is a real event
@@ -208,7 +208,7 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(trained_output_dir, tm
     single = Translator.from_run_dir(trained_output_dir, "beam_size=3,extra_length=8")
     doubled = Translator.from_run_dir(trained_output_dir, "beam_size=3,extra_length=8", ensemble=[trained_output_dir])
     assert len(doubled.checkpoint_paths) == 2
-    batch = file_decoding.padded_batch([single.vocabularies.source.encode(s, add_eos=True) for s in _val("en", 6)])
+    batch = batch_decoding.padded_batch([single.vocabularies.source.encode(s, add_eos=True) for s in _val("en", 6)])
     ours, theirs = doubled.translate_ids(batch), single.translate_ids(batch)
     np.testing.assert_array_equal(ours["ids"].numpy(), theirs["ids"].numpy())
     np.testing.assert_allclose(ours["scores"].numpy(), theirs["scores"].numpy(), atol=1e-4)

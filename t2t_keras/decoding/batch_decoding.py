@@ -1,0 +1,227 @@
+"""Translating a batch: the one place where a model, beam search and the n best outputs meet.
+
+    encode -> cache -> beam search (or samples) -> the n best ids -> text -> log P rescored
+    -> the problem's output form
+
+`search_batch` / `sample_batch` run the search over a model's cached decode step (the
+Translator's graphs, the benchmarks and the tests all call them); `translate_lines`,
+`n_best_hypotheses`, `score_lines` and `postprocess` turn sentences into `Hypothesis` lists
+for the Translator, the decoder CLI and the `ExportedTranslator`. Files and the terminal are
+`file_decoding`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.decoding.beam_search import BeamSearchResult, beam_search, sample, tile_for_beams
+from t2t_keras.errors import UsageError
+from t2t_keras.token_ids import EOS_ID, PAD_ID
+
+
+class Hypothesis(NamedTuple):
+    """One output of beam search for one input."""
+
+    text: str
+    log_prob: float | None  # log P(text | input), EOS included, of the text as tokenised: what the score signature gives (None: not asked for)
+    score: float  # what beam search ranked by: the log-probability of the searched pieces / ((5 + pieces) / 6) ** alpha
+
+
+EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)
+
+
+def _reorder_cache(cache, reorder_fn):
+    return cache.reorder(reorder_fn)
+
+
+def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
+                 wrap_step: Callable | None = None, cached: bool = True) -> BeamSearchResult:
+    """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
+    once, its keys and values are projected once per layer (`init_cache`), and every step
+    feeds one token per hypothesis. `cached=False` runs the whole decoder over each
+    hypothesis's prefix at every step instead (the reference the cache must match, and the
+    baseline it is timed against). `wrap_step` wraps the step function (the benchmarks force
+    a fixed number of steps with it)."""
+    encoded = model.encode(input_ids, training=False)
+    if cached:
+        state, step, reorder_state = model.init_cache(encoded, beam_size), model.decode_step, _reorder_cache
+    else:
+        (state, step), reorder_state = _uncached_step(model, encoded, beam_size, max_lengths), None
+    filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
+    return beam_search(
+        wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
+        eos_id=EOS_ID, reorder_state=reorder_state, token_filter=token_filter, filter_state=filter_state,
+    )
+
+
+def _uncached_step(model, encoded, beam_size: int, max_lengths):
+    """(initial state, step function) of the uncached search: the state is each hypothesis's
+    prefix, and a step runs `model.decode` over all of it to read the logits at `index`."""
+    encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), encoded)
+
+    def step(ids, index, prefix):
+        rows = tf.range(tf.shape(ids)[0])
+        prefix = tf.tensor_scatter_nd_update(prefix, tf.stack([rows, tf.fill(tf.shape(ids), index)], axis=1), ids)
+        targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)  # decode() shifts right
+        return model.decode(targets, encoded)[:, index], prefix
+
+    prefix = tf.zeros([tf.shape(max_lengths)[0] * beam_size, tf.reduce_max(max_lengths)], tf.int32)
+    return prefix, step
+
+
+def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int, temperature: float, alpha: float,
+                 token_filter=None) -> BeamSearchResult:
+    """`samples` outputs per sentence of source ids [B, S], drawn with each sentence's seed [B]."""
+    cache = model.init_cache(model.encode(input_ids, training=False), samples)
+    filter_state = token_filter.initial_state(input_ids, samples) if token_filter else None
+    return sample(
+        model.decode_step, cache, seeds, max_lengths, eos_id=EOS_ID, top_k=top_k, temperature=temperature,
+        alpha=alpha, samples=samples, token_filter=token_filter, filter_state=filter_state,
+    )
+
+
+def max_lengths(input_ids, extra_length: int, max_position: int | None = None):
+    """The most tokens (EOS included) each sentence of source ids [B, S] may generate: its
+    length + extra_length, and never past a learned position table's end."""
+    lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1) + extra_length
+    return lengths if max_position is None else tf.minimum(lengths, max_position)
+
+
+def cap_inputs(input_ids, cap: int):
+    """Rows of source ids longer than `cap` cut to it, ending with EOS (a bounded cost per
+    request); 0: no limit."""
+    if not cap:
+        return input_ids
+    cut = input_ids[:, :cap]
+    over = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1) > cap
+    last = tf.range(tf.shape(cut)[1]) == cap - 1
+    return tf.where(over[:, None] & last[None, :], EOS_ID, cut)
+
+
+def padded_batch(rows: list[list[int]]) -> np.ndarray:
+    """Id lists as one int32 batch [len(rows), longest], 0-padded."""
+    batch = np.full([len(rows), max(map(len, rows))], PAD_ID, np.int32)
+    for row, ids in enumerate(rows):
+        batch[row, : len(ids)] = ids
+    return batch
+
+
+def n_best_hypotheses(sentences: list[str], row_batches: Iterable[list[int]], search: Callable, decode: Callable,
+                      rescore: Callable | None, n_best: int, on_batch: Callable = lambda rows: None) -> list[list[Hypothesis]]:
+    """The `n_best` hypotheses of each sentence, best first, in input order (a sentence in no
+    batch, a blank one, gets EMPTY ones).
+
+    `search(rows)` gives (ids [R, K, L], scores [R, K]) for the sentences at `rows`; `decode`
+    turns one row of ids into text; `rescore(sources, texts)` gives log P of each text as the
+    score path tokenises it (the search may have spelled a word with other pieces than the
+    tokenizer would: same text, another score), or None leaves Hypothesis.log_prob None."""
+    texts, scores, order = {}, {}, []
+    for rows in row_batches:
+        ids, search_scores = search(rows)
+        if n_best > ids.shape[1]:
+            raise UsageError(f"n_best={n_best}: this model keeps {ids.shape[1]} hypotheses per sentence.")
+        for row, i in enumerate(rows):
+            texts[i] = [decode(ids[row, k]) for k in range(n_best)]
+            scores[i] = [float(score) for score in search_scores[row, :n_best]]
+        order.extend(rows)
+        on_batch(rows)
+    pairs = [(sentences[i], text) for i in order for text in texts[i]]
+    log_probs = iter(rescore([s for s, _ in pairs], [t for _, t in pairs]) if rescore and pairs else [None] * len(pairs))
+    outputs = [[EMPTY] * n_best for _ in sentences]
+    for i in order:
+        outputs[i] = [Hypothesis(text, next(log_probs), score) for text, score in zip(texts[i], scores[i])]
+    return outputs
+
+
+def translate_lines(translator, lines: list[str], n_best: int = 1, log_probs: bool = True,
+                    line_numbers: list[int] | None = None, on_lines: Callable = lambda count: None) -> list[list[Hypothesis]]:
+    """The `n_best` (at most beam_size) best hypotheses of each line, best first, in input order,
+    with a Translator: lines sorted by length into `batches`, blank lines EMPTY.
+
+    `log_probs=False` leaves Hypothesis.log_prob None and skips the teacher-forced pass that
+    computes it (a second forward over every output: long for parsing). `on_lines(count)` is
+    told as lines are done (a progress bar). With sampling, line i's samples come from the
+    seed of its number `line_numbers[i]` (default: i), whatever batch it lands in."""
+    vocabularies, hparams = translator.vocabularies, translator.decode_hparams
+    if not 1 <= n_best <= hparams.beam_size:
+        raise UsageError(f"--n_best={n_best}: choose 1 to beam_size ({hparams.beam_size}).")
+    line_numbers = list(range(len(lines))) if line_numbers is None else line_numbers
+    encoded = [vocabularies.source.encode(line, add_eos=True) if line.strip() else None for line in lines]
+    on_lines(sum(ids is None for ids in encoded))
+    order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
+
+    def search(rows):
+        batch = padded_batch([encoded[i] for i in rows])
+        if hparams.sampling:
+            result = translator.sample_ids(batch, np.array([line_seed(hparams.seed, line_numbers[i]) for i in rows], np.int64))
+        else:
+            result = translator.translate_ids(batch)
+        return result["ids"].numpy(), result["scores"].numpy()
+
+    row_batches = ([order[k] for k in chunk] for chunk in batches([len(encoded[i]) for i in order], hparams))
+    return n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode,
+                             (lambda s, t: score_lines(translator, s, t)) if log_probs else None, n_best,
+                             on_batch=lambda rows: on_lines(len(rows)))
+
+
+def batches(lengths: list[int], hparams) -> Iterator[list[int]]:
+    """Positions in `lengths` (sorted longest first) grouped into batches: sentences_per_batch
+    at a time, or with batch_tokens, as many as fit count x longest <= batch_tokens (at least
+    one, at most sentences_per_batch)."""
+    start = 0
+    while start < len(lengths):
+        end = min(start + hparams.sentences_per_batch, len(lengths))
+        if hparams.batch_tokens:
+            longest = lengths[start]
+            end = min(end, start + max(1, hparams.batch_tokens // max(longest, 1)))
+        yield list(range(start, end))
+        start = end
+
+
+def line_seed(seed: int, line_number: int) -> int:
+    """The sampling seed of one input line: the decode seed in the high 32 bits, the line's
+    number in the low ones."""
+    return (seed << 32) | (line_number & 0xFFFFFFFF)
+
+
+def score_lines(translator, sources: list[str], targets: list[str]) -> list[float]:
+    """log P(target | source) of each pair (EOS included), as the SavedModel's score signature;
+    a blank source scores 0, as its (empty) translation does everywhere."""
+    vocabularies, batch_size = translator.vocabularies, translator.decode_hparams.sentences_per_batch
+    scored = [i for i, source in enumerate(sources) if source.strip()]
+    pairs = [(vocabularies.source.encode(sources[i], add_eos=True), vocabularies.target.encode(targets[i], add_eos=True))
+             for i in scored]
+    scores = [0.0] * len(sources)
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        result = translator.score_ids(padded_batch([s for s, _ in chunk]), padded_batch([t for _, t in chunk]))
+        for i, score in zip(scored[start : start + batch_size], result["scores"].numpy()):
+            scores[i] = float(score)
+    return scores
+
+
+def postprocess(problem, sources: list[str], outputs: list[list[Hypothesis]]) -> tuple[list[list[Hypothesis]], int]:
+    """Every hypothesis in the problem's output form (parsing: a tree over the input's words),
+    and the repairs that took in all."""
+    processed, repairs = [], 0
+    for source, hypotheses in zip(sources, outputs):
+        if not source.strip():
+            processed.append(hypotheses)
+            continue
+        line = []
+        for hypothesis in hypotheses:
+            text, count = problem.postprocess_output(source, hypothesis.text)
+            line.append(hypothesis._replace(text=text))
+            repairs += count
+        processed.append(line)
+    return processed, repairs
+
+
+def require_sentence_list(sentences, method: str) -> None:
+    """A TypeError for a bare string where a list of sentences belongs (it would be read as
+    one sentence per character); the Translator and ExportedTranslator both check."""
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(f"{method} takes a list of sentences, e.g. {method}([\"A dog runs.\"]), not a string.")
