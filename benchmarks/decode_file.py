@@ -52,9 +52,8 @@ def main() -> None:
     with opener(args.input, "rt", encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     from t2t_keras.checkpoints import RunDir
-    from t2t_keras.hparams_lib import apply_overrides
 
-    hparams = apply_overrides(RunDir(args.output_dir).problem().decode_defaults, args.decode_hparams, "--decode_hparams")
+    hparams = RunDir(args.output_dir).problem().decode_settings(args.decode_hparams)
     # Before TensorFlow starts: each part of a batch gets its own core, as in t2t-keras-decoder.
     hparams = dataclasses.replace(hparams, parallel_parts=cores_for_decoding(hparams.parallel_parts))
     translator = Translator.from_run_dir(args.output_dir, hparams)

@@ -195,13 +195,14 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str, max_to_k
 
 def build_model(run_dir: RunDir, dtype=None):
     """The model an output_dir describes (hparams.json + vocabularies), with fresh weights."""
+    from t2t_keras.models import factory
+
     hparams = run_dir.hparams()
     vocabularies = run_dir.vocabularies()
-    # Only copy positions need the problem (it must then be registered, or loaded with --t2t_usr_dir).
-    structure_tokens = run_dir.problem().structure_tokens(vocabularies) if hparams.copy_position_encoding else None
-    return registry.model(hparams.model).from_hparams(
-        hparams, vocabularies.source.size, vocabularies.target.size, dtype=dtype, structure_tokens=structure_tokens
-    )
+    structure_tokens = run_dir.run_info().get("structure_tokens")  # recorded by the trainer
+    if hparams.copy_position_encoding and structure_tokens is None:  # a run dir of an older version: ask the problem
+        structure_tokens = factory.structure_tokens(hparams, run_dir.problem(), vocabularies)
+    return factory.build_model(hparams, vocabularies, structure_tokens, dtype=dtype)
 
 
 def restore_model(run_dir: RunDir, checkpoint_path: str | None = None):

@@ -21,7 +21,7 @@ from typing import ClassVar, Iterator
 
 from t2t_keras.data.text_files import TextStats
 from t2t_keras.errors import UsageError
-from t2t_keras.hparams_lib import DecodeHParams
+from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +96,12 @@ class Problem(abc.ABC):
         return []
 
     # --- decoding ---
+    def decode_settings(self, overrides: str = "", flag: str = "--decode_hparams") -> DecodeHParams:
+        """How this problem's outputs are searched: `decode_defaults` with `overrides`
+        ("beam_size=5,alpha=1.0"), checked; an error names `flag`. The one place decode
+        settings are resolved (decoder, exporter, trainer's dev score, Translator)."""
+        return apply_overrides(self.decode_defaults, overrides, flag).validated()
+
     def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
         """A decoded sentence as the decoder writes it, and how many repairs that took."""
         return output, 0

@@ -73,7 +73,6 @@ def load_trained_run():
     """(RunDir, problem, DecodeHParams) named by those flags, checked before TensorFlow loads:
     one-line errors for a directory the trainer did not write, a missing checkpoint or an
     unknown decode hparam."""
-    from t2t_keras import hparams_lib
     from t2t_keras.checkpoints import RunDir
 
     if not FLAGS.output_dir:
@@ -81,7 +80,7 @@ def load_trained_run():
     run_dir = RunDir(FLAGS.output_dir)
     run_dir.hparams()
     problem = run_dir.problem()
-    decode_hparams = hparams_lib.apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
+    decode_hparams = problem.decode_settings(FLAGS.decode_hparams)
     run_dir.require_checkpoint(FLAGS.checkpoint_path)
     return run_dir, problem, decode_hparams
 

@@ -15,7 +15,6 @@ from absl import flags
 from t2t_keras import files, registry
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.errors import UsageError
-from t2t_keras.hparams_lib import apply_overrides
 
 
 def define_flags() -> None:
@@ -114,7 +113,7 @@ def main(argv) -> int:
         if files.exists(version_path):  # a rerun of a finished job
             print(f"{version_path} is already exported.")
         else:
-            decode_hparams = apply_overrides(problem.decode_defaults, FLAGS.decode_hparams, "--decode_hparams").validated()
+            decode_hparams = problem.decode_settings(FLAGS.decode_hparams)
             print(f"exported {export_run(FLAGS.output_dir, export_dir, decode_hparams)}")
     return 0
 

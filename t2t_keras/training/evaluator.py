@@ -39,7 +39,7 @@ class Evaluator:
         self.eval_steps = eval_steps
         self.score_sentences = score_sentences
         if score_sentences:
-            decode_hparams = decode_hparams or problem.decode_defaults
+            decode_hparams = decode_hparams or problem.decode_settings()
             self.translator = Translator(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
             self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)

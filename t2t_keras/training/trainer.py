@@ -26,12 +26,12 @@ import time
 import tensorflow as tf
 from absl import logging
 
-from t2t_keras import registry
 from t2t_keras.checkpoints import (
     BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step, holds_training_state, resolve_checkpoint,
 )
 from t2t_keras.errors import UsageError
-from t2t_keras.hparams_lib import MODEL, HParams, apply_overrides
+from t2t_keras.hparams_lib import MODEL, HParams
+from t2t_keras.models import factory
 from t2t_keras.training.distribution import is_chief
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep, make_optimizer, make_schedule
@@ -82,13 +82,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             f"{problem.name} has separate source and target vocabularies: use an hparams set for it, or add "
             "--hparams=shared_embedding_and_softmax_weights=false."
         )
-    structure_tokens = problem.structure_tokens(vocabularies) if hparams.copy_position_encoding else None
-    if hparams.copy_position_encoding and structure_tokens is None:
-        raise UsageError(
-            f"copy_position_encoding=true needs targets that copy the source; {problem.name}'s do not "
-            "(use it with parsing_english_ptb_sample_words)."
-        )
-    decode_hparams = apply_overrides(problem.decode_defaults, settings.decode_hparams, "--decode_hparams").validated()
+    structure_tokens = factory.structure_tokens(hparams, problem, vocabularies)
+    decode_hparams = problem.decode_settings(settings.decode_hparams)
     _check_restart(run_dir, hparams, problem, vocabularies, settings, chief)
     best_metric = _best_metric(settings, problem.score_name, run_dir)
     latest = _agreed_latest_checkpoint(strategy, run_dir)
@@ -119,16 +114,15 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         record = {"train_steps": settings.train_steps}
         if warm_start:
             record["warm_started_from"] = warm_start
+        if structure_tokens is not None:  # so a restore needs no problem catalog
+            record["structure_tokens"] = structure_tokens
         run_dir.write(hparams, problem, vocabularies, **record)
         if best_metric:
             best = BestCheckpoint(run_dir, best_metric, higher_is_better=best_metric != "loss")
             best.recover()
 
     with strategy.scope():
-        model = registry.model(hparams.model).from_hparams(
-            hparams, vocabularies.source.size, vocabularies.target.size, dtype=hparams.mixed_precision,
-            structure_tokens=structure_tokens,
-        )
+        model = factory.build_model(hparams, vocabularies, structure_tokens, dtype=hparams.mixed_precision)
         optimizer = make_optimizer(hparams, settings.train_steps)
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
