@@ -128,7 +128,7 @@ class ParsingProblem(Problem):
 
     def read_reference(self, path: str, flag: str) -> list:
         """Gold trees, one per source line (bracketed; one per line or .mrg style)."""
-        from t2t_keras.evaluation.evalb import read_trees
+        from t2t_keras.parsing.trees import read_trees
 
         return read_trees(path, flag)
 
@@ -136,14 +136,14 @@ class ParsingProblem(Problem):
         """EVALB (COLLINS.prm rules) F1 of the decoded trees (all sentences; the report adds <= 40 words)."""
         from nltk import Tree
 
-        from t2t_keras.evaluation.evalb import evalb_score
+        from t2t_keras.parsing.evalb import evalb_score
 
         return evalb_score(references, [Tree.fromstring(line) for line in outputs])
 
     def dev_examples(self, data_dir: str, count: int) -> tuple[list[str], list]:
         """The first `count` dev sentences and gold trees, from the files datagen wrote."""
         from t2t_keras.data.text_files import read_lines
-        from t2t_keras.evaluation.evalb import read_trees
+        from t2t_keras.parsing.trees import read_trees
 
         prefix = os.path.join(data_dir, f"{self.name}-{self.eval_split}")
         if not files.isfile(prefix + ".trees"):

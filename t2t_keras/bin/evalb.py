@@ -30,7 +30,9 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if not FLAGS.gold or not FLAGS.test:
         raise UsageError("--gold and --test are required.")
-    from t2t_keras.evaluation.evalb import evalb_score, read_params, read_trees
+    from t2t_keras.parsing.evalb import evalb_score
+    from t2t_keras.parsing.evalb_params import read_params
+    from t2t_keras.parsing.trees import read_trees
 
     params = read_params(FLAGS.params, "--params")
     gold, test = read_trees(FLAGS.gold, "--gold"), read_trees(FLAGS.test, "--test")

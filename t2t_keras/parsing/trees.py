@@ -15,6 +15,9 @@ import dataclasses
 
 from nltk import Tree
 
+from t2t_keras import files
+from t2t_keras.errors import UsageError
+
 PLACEHOLDER = "XX"
 CLOSE = ")"
 ROOT_LABELS = ("", "ROOT", "TOP")
@@ -156,3 +159,37 @@ def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
 def to_line(tree: Tree) -> str:
     """A tree on one line, in Penn Treebank bracket format (what EVALB reads)."""
     return tree.pformat(margin=10**9)
+
+
+def read_trees(path: str, flag: str | None = None) -> list[Tree]:
+    """The bracketed trees of a file, one or many lines each (one per line, or .mrg style)."""
+    where = f"{flag}={path}" if flag else path
+    if not files.isfile(path):
+        raise UsageError(f"{where}: no such file.")
+    text = files.read_bytes(path).decode("utf-8", errors="replace")
+    trees, depth, start, start_line, line = [], 0, None, 0, 1
+    for index, char in enumerate(text):
+        if char == "\n":
+            line += 1
+        elif char == "(":
+            if depth == 0:
+                start, start_line = index, line
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                raise UsageError(f"{where}:{line}: ')' closes nothing; the file is not bracketed trees.")
+            if depth == 0:
+                trees.append(_parse(text[start : index + 1], where, start_line))
+        elif depth == 0 and not char.isspace():
+            raise UsageError(f"{where}:{line}: text outside brackets; expected one bracketed tree after another.")
+    if depth:
+        raise UsageError(f"{where}:{start_line}: the tree starting here is never closed.")
+    return trees
+
+
+def _parse(text: str, where: str, line: int) -> Tree:
+    try:
+        return Tree.fromstring(text)
+    except ValueError as e:
+        raise UsageError(f"{where}:{line}: malformed tree ({str(e).splitlines()[0]}).") from None

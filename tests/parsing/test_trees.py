@@ -4,7 +4,7 @@ import random
 
 from nltk import Tree
 
-from t2t_keras.evaluation.evalb import evaluate
+from t2t_keras.parsing.evalb import evaluate
 from t2t_keras.parsing.trees import PLACEHOLDER, linearize, preprocess, restore, strip_function_tags, to_line, words_to_placeholders
 from t2t_keras.problems.parsing_english import ParsingEnglishPtbSample
 

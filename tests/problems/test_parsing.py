@@ -13,7 +13,7 @@ from t2t_keras.checkpoints import RunDir, restore_model
 from t2t_keras.data import datagen
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.data.text_files import TextStats
-from t2t_keras.evaluation.evalb import read_trees
+from t2t_keras.parsing.trees import read_trees
 from t2t_keras.parsing.trees import PTB_LABELS
 from t2t_keras.problems.parsing_english import PTB_SAMPLE_DIR
 from t2t_keras.training import trainer

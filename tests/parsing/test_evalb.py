@@ -8,17 +8,9 @@ import pytest
 from nltk import Tree
 
 from t2t_keras.errors import UsageError
-from t2t_keras.evaluation.evalb import (
-    EvalbParams,
-    evalb_score,
-    evaluate,
-    evaluate_all_and_short,
-    parse_params,
-    read_params,
-    read_trees,
-    score_sentence,
-)
-from t2t_keras.parsing.trees import is_preterminal
+from t2t_keras.parsing.evalb import evalb_score, evaluate, evaluate_all_and_short, score_sentence
+from t2t_keras.parsing.evalb_params import EvalbParams, parse_params, read_params
+from t2t_keras.parsing.trees import is_preterminal, read_trees
 from tests.testing import assert_one_line_error
 
 # Gold brackets (punctuation "." removed from spans): S(0,6) NP(0,2) VP(2,6) PP(3,6) NP(4,6).

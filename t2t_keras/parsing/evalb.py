@@ -29,154 +29,17 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
-import os
 import re
 from typing import Iterable
 
 from nltk import Tree
 
-from t2t_keras import files
 from t2t_keras.errors import UsageError
+from t2t_keras.parsing.evalb_params import EvalbParams, default_params
 from t2t_keras.parsing.trees import PLACEHOLDER, ROOT_LABELS, is_preterminal
 
-DEFAULT_PARAMS = "COLLINS.prm"
 QUOTE_WORDS = frozenset({"'", '"', "/"})  # the only words new.prm's QUOTE_LABEL repair puts back
 FUNCTION_TAG = re.compile("[-=]")  # a bracket label ends at the first - or =
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalbParams:
-    """The settings of an EVALB parameter file; a key the file leaves out keeps EVALB's default."""
-
-    max_error: int = 10
-    cutoff_length: int = 40
-    labeled: bool = True
-    delete_labels: frozenset[str] = frozenset()
-    delete_labels_for_length: frozenset[str] = frozenset()
-    quote_labels: frozenset[str] = frozenset()
-    equal_labels: frozenset[frozenset[str]] = frozenset()  # EQ_LABEL pairs
-    equal_words: frozenset[frozenset[str]] = frozenset()  # EQ_WORD pairs
-
-    def same_label(self, a: str, b: str) -> bool:
-        return a == b or frozenset((a, b)) in self.equal_labels
-
-    def same_word(self, a: str, b: str) -> bool:
-        return a == b or frozenset((a, b)) in self.equal_words
-
-
-# Parameter file key -> (EvalbParams field, kind of value). DEBUG only changes the C program's
-# printout: it is checked, not kept.
-PARAM_KEYS = {
-    "DEBUG": (None, "number"),
-    "MAX_ERROR": ("max_error", "number"),
-    "CUTOFF_LEN": ("cutoff_length", "number"),
-    "LABELED": ("labeled", "0 or 1"),
-    "DELETE_LABEL": ("delete_labels", "label"),
-    "DELETE_LABEL_FOR_LENGTH": ("delete_labels_for_length", "label"),
-    "QUOTE_LABEL": ("quote_labels", "label"),
-    "EQ_LABEL": ("equal_labels", "pair"),
-    "EQ_WORD": ("equal_words", "pair"),
-}
-
-
-# EVALB's own two parameter files, by name: their settings in their format (the text is ours).
-BUILT_IN_PARAMS = {
-    "COLLINS.prm": """\
-# EVALB's COLLINS.prm: the scoring of Collins (ACL 1997), the standard one.
-DEBUG 0
-MAX_ERROR 10
-CUTOFF_LEN 40
-LABELED 1
-# Not scored: the root, empty elements and punctuation (words and all).
-DELETE_LABEL TOP
-DELETE_LABEL -NONE-
-DELETE_LABEL ,
-DELETE_LABEL :
-DELETE_LABEL ``
-DELETE_LABEL ''
-DELETE_LABEL .
-DELETE_LABEL_FOR_LENGTH -NONE-
-EQ_LABEL ADVP PRT
-""",
-    "new.prm": """\
-# EVALB's new.prm, of its 2006 fix (David Ellis): COLLINS.prm, plus S1 (Charniak's root) and
-# ? ! (Bikel's tags) not scored, and quote words put back under these QUOTE_LABEL tags.
-DEBUG 0
-MAX_ERROR 10
-CUTOFF_LEN 40
-LABELED 1
-DELETE_LABEL TOP
-DELETE_LABEL S1
-DELETE_LABEL -NONE-
-DELETE_LABEL ,
-DELETE_LABEL :
-DELETE_LABEL ``
-DELETE_LABEL ''
-DELETE_LABEL .
-DELETE_LABEL ?
-DELETE_LABEL !
-DELETE_LABEL_FOR_LENGTH -NONE-
-QUOTE_LABEL ``
-QUOTE_LABEL ''
-QUOTE_LABEL POS
-# Less common, but output by parsers.
-QUOTE_LABEL NN
-QUOTE_LABEL CD
-QUOTE_LABEL VBZ
-QUOTE_LABEL :
-EQ_LABEL ADVP PRT
-""",
-}
-
-
-def read_params(path: str = DEFAULT_PARAMS, flag: str | None = None) -> EvalbParams:
-    """The settings of an EVALB parameter file: a path, or COLLINS.prm / new.prm (EVALB's own,
-    built in) when no such file exists."""
-    where = f"{flag}={path}" if flag else path
-    if files.isfile(path):
-        return parse_params(files.read_bytes(path).decode("utf-8", errors="replace"), where)
-    if path in BUILT_IN_PARAMS:
-        return parse_params(BUILT_IN_PARAMS[path], where)
-    raise UsageError(f"{where}: no such file; give a path or one of EVALB's own: {', '.join(BUILT_IN_PARAMS)}.")
-
-
-@functools.cache
-def default_params() -> EvalbParams:
-    return read_params(DEFAULT_PARAMS)
-
-
-def parse_params(text: str, where: str) -> EvalbParams:
-    """The settings of parameter file text: "KEY value" lines and # comments, as EVALB reads
-    them; a UsageError names `where` and the line of anything else."""
-    settings: dict = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split()
-        if not fields or fields[0].startswith("#"):
-            continue
-        try:
-            _set_param(settings, fields[0], fields[1:])
-        except ValueError as e:
-            raise UsageError(f"{where}:{number}: {e}") from None
-    return EvalbParams(**settings)
-
-
-def _set_param(settings: dict, key: str, values: list[str]) -> None:
-    """Adds one parameter line to `settings` (EvalbParams fields); ValueError says what is wrong."""
-    if key not in PARAM_KEYS:
-        raise ValueError(f"unknown key {key} (EVALB's keys: {' '.join(PARAM_KEYS)}).")
-    field, kind = PARAM_KEYS[key]
-    wanted = 2 if kind == "pair" else 1
-    if len(values) != wanted:
-        raise ValueError(f"{key} takes {wanted} value{'s' if wanted > 1 else ''}, not {len(values)}.")
-    if kind == "label":
-        settings[field] = settings.get(field, frozenset()) | {values[0]}
-    elif kind == "pair":
-        settings[field] = settings.get(field, frozenset()) | {frozenset(values)}
-    elif not values[0].isdigit() or (kind == "0 or 1" and values[0] not in ("0", "1")):
-        raise ValueError(f"{key} takes {'a whole number' if kind == 'number' else kind}, not {values[0]}.")
-    elif field:
-        settings[field] = values[0] == "1" if kind == "0 or 1" else int(values[0])
 
 
 @dataclasses.dataclass
@@ -434,37 +297,3 @@ def evalb_score(gold_trees: list[Tree], test_trees: list[Tree], params: EvalbPar
 
     results = evaluate_all_and_short(gold_trees, test_trees, params)
     return Score(results["all"].f1, "\n".join(f"EVALB {name}: {result.format()}" for name, result in results.items()))
-
-
-def read_trees(path: str, flag: str | None = None) -> list[Tree]:
-    """The bracketed trees of a file, one or many lines each (one per line, or .mrg style)."""
-    where = f"{flag}={path}" if flag else path
-    if not files.isfile(path):
-        raise UsageError(f"{where}: no such file.")
-    text = files.read_bytes(path).decode("utf-8", errors="replace")
-    trees, depth, start, start_line, line = [], 0, None, 0, 1
-    for index, char in enumerate(text):
-        if char == "\n":
-            line += 1
-        elif char == "(":
-            if depth == 0:
-                start, start_line = index, line
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth < 0:
-                raise UsageError(f"{where}:{line}: ')' closes nothing; the file is not bracketed trees.")
-            if depth == 0:
-                trees.append(_parse(text[start : index + 1], where, start_line))
-        elif depth == 0 and not char.isspace():
-            raise UsageError(f"{where}:{line}: text outside brackets; expected one bracketed tree after another.")
-    if depth:
-        raise UsageError(f"{where}:{start_line}: the tree starting here is never closed.")
-    return trees
-
-
-def _parse(text: str, where: str, line: int) -> Tree:
-    try:
-        return Tree.fromstring(text)
-    except ValueError as e:
-        raise UsageError(f"{where}:{line}: malformed tree ({str(e).splitlines()[0]}).") from None
