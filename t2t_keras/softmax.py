@@ -8,8 +8,9 @@ def log_normalizers_at(logits, most_likely):
     the row's most likely token `most_likely` [N] (its probability is at least 1 / V, so the
     logarithm never underflows). Returns it with the softmax [N, V] it was read from.
 
-    One softmax kernel: 2-3x faster than TensorFlow's log_softmax or reduce_logsumexp over a
-    [256, 8192] decoding step on CPU, and than its fused cross-entropy at training shapes.
+    One softmax kernel: faster on CPU than TensorFlow's log_softmax or reduce_logsumexp at a
+    decoding step's shape, and than its fused cross-entropy at training shapes (EXPERIMENTS.md,
+    "Hand-written kernels").
     """
     probs = tf.nn.softmax(logits)
     normalizers = tf.gather(logits, most_likely, batch_dims=1) - tf.math.log(tf.gather(probs, most_likely, batch_dims=1))

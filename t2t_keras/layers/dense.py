@@ -24,10 +24,8 @@ def matmul(inputs, kernel):
     """[..., d_in] @ [d_in, d_out], differentiated as dx = dy @ copy(kernel^T), dW = x^T @ dy.
 
     Autodiff of x @ W takes dx = dy @ W^T with W read transposed in place, which oneDNN runs
-    well below its plain-layout rate on CPUs: [1024, 2048] x [2048, 512] 6.3 vs 4.9 ms, and
-    [1024, 512] x [512, 512] 1.39 vs 1.20 ms, the transposed copy included (2-core AVX-512
-    EPYC); on the base training step that is ~3% (EXPERIMENTS.md). On a GPU the copy costs
-    microseconds.
+    well below its plain-layout rate on CPUs, even with the transposed copy paid for
+    (EXPERIMENTS.md, "Hand-written kernels"). On a GPU the copy costs microseconds.
     """
     input_dim, output_dim = kernel.shape
     flat = tf.reshape(inputs, [-1, input_dim]) if inputs.shape.rank != 2 else inputs

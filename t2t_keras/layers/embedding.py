@@ -44,9 +44,8 @@ class SharedEmbedding(keras.layers.Layer):
         """[..., d_model] -> float32 [..., vocab_size] with the transposed table.
 
         Always in float32: under mixed precision a bfloat16 [tokens, vocab] product only to be
-        cast up for the softmax cost more than it saved (measured: 0.68 s vs 0.41 s forward and
-        backward of logits + loss on the bench's tiny shape), and float32 logits are what the
-        loss and beam search want anyway.
+        cast up for the softmax cost more than it saved (EXPERIMENTS.md, "Hand-written
+        kernels"), and float32 logits are what the loss and beam search want anyway.
         """
         flat = tf.reshape(tf.cast(inputs, tf.float32), [-1, self.hidden_size])
         logits = _logits(flat, tf.cast(self.embeddings, tf.float32))
@@ -56,9 +55,8 @@ class SharedEmbedding(keras.layers.Layer):
         """`logits` of one decoding step's few rows: [N, d_model] -> float32 [N, vocab_size].
 
         In the orientation `choose_step_orientation` found faster: x @ table^T as `logits`, or
-        (table @ x^T)^T. Which one wins for a few hundred rows depends on the CPU: on an AVX2
-        EPYC the transposed product was 2x faster (256 rows, d_model 256, vocab 8192: 11.4 vs
-        24.1 ms), on an AVX-512 one the plain product is 1.4x faster (2.5 vs 3.6 ms).
+        (table @ x^T)^T. Which one wins for a few hundred rows depends on the CPU (AVX2 and
+        AVX-512 machines disagree: EXPERIMENTS.md, "Hand-written kernels").
         """
         table, inputs = tf.cast(self.embeddings, tf.float32), tf.cast(inputs, tf.float32)
         if self.step_transposed:

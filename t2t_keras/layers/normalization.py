@@ -8,8 +8,8 @@ import tensorflow as tf
 class LayerNorm(keras.layers.LayerNormalization):
     """keras.layers.LayerNormalization over the last axis (same weights, config and
     checkpoints), computed in float32 by `layer_norm`: forward and backward in about half
-    the TensorFlow ops that differentiating Keras's formula takes (30 of them forward and
-    backward over [1024, 512]: 60 vs 83 ms on a 2-core CPU). Any other axis, rms_scaling
+    the TensorFlow ops that differentiating Keras's formula takes (EXPERIMENTS.md,
+    "Hand-written kernels"). Any other axis, rms_scaling
     or a missing gamma or beta falls back to Keras's computation."""
 
     def call(self, inputs):
