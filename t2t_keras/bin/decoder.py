@@ -24,7 +24,7 @@ import sys
 from absl import flags
 
 from t2t_keras.bin import flags as common_flags
-from t2t_keras.decoding import file_decoding
+from t2t_keras.decoding import batch_decoding, file_decoding
 from t2t_keras.errors import UsageError
 
 
@@ -196,7 +196,7 @@ def _score(run_dir, decode_hparams, ensemble) -> int:
 
     # Scoring is one forward pass per batch, which wants every core per op: TensorFlow's default threads.
     translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path, ensemble)
-    lines = [f"{score:.4f}" for score in file_decoding.score_lines(translator, sources, targets)]
+    lines = [f"{score:.4f}" for score in batch_decoding.score_lines(translator, sources, targets)]
     if FLAGS.decode_to_file:
         file_decoding.write_lines(FLAGS.decode_to_file, lines)
     else:

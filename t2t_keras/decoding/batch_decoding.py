@@ -7,7 +7,8 @@
 Translator's graphs, the benchmarks and the tests all call them); `translate_lines`,
 `n_best_hypotheses`, `score_lines` and `postprocess` turn sentences into `Hypothesis` lists
 for the Translator, the decoder CLI and the `ExportedTranslator`. Files and the terminal are
-`file_decoding`'s.
+`file_decoding`'s. TensorFlow is imported by the graph functions when they run, so that a
+command fails on bad input before TensorFlow starts (and t2t-keras-bleu never starts it).
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
-import tensorflow as tf
 
-from t2t_keras.decoding.beam_search import BeamSearchResult, beam_search, sample, tile_for_beams
 from t2t_keras.errors import UsageError
 from t2t_keras.token_ids import EOS_ID, PAD_ID
 
@@ -33,18 +32,22 @@ class Hypothesis(NamedTuple):
 EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)
 
 
-def _reorder_cache(cache, reorder_fn):
+def _reorder_cache(cache, reorder_fn):  # the self-attention caches follow their hypotheses
     return cache.reorder(reorder_fn)
 
 
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
-                 wrap_step: Callable | None = None, cached: bool = True) -> BeamSearchResult:
+                 wrap_step: Callable | None = None, cached: bool = True):
     """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
     once, its keys and values are projected once per layer (`init_cache`), and every step
     feeds one token per hypothesis. `cached=False` runs the whole decoder over each
     hypothesis's prefix at every step instead (the reference the cache must match, and the
     baseline it is timed against). `wrap_step` wraps the step function (the benchmarks force
-    a fixed number of steps with it)."""
+    a fixed number of steps with it). Returns a `beam_search.BeamSearchResult`."""
+    import tensorflow as tf
+
+    from t2t_keras.decoding.beam_search import beam_search
+
     encoded = model.encode(input_ids, training=False)
     if cached:
         state, step, reorder_state = model.init_cache(encoded, beam_size), model.decode_step, _reorder_cache
@@ -60,6 +63,10 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
 def _uncached_step(model, encoded, beam_size: int, max_lengths):
     """(initial state, step function) of the uncached search: the state is each hypothesis's
     prefix, and a step runs `model.decode` over all of it to read the logits at `index`."""
+    import tensorflow as tf
+
+    from t2t_keras.decoding.beam_search import tile_for_beams
+
     encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), encoded)
 
     def step(ids, index, prefix):
@@ -73,8 +80,11 @@ def _uncached_step(model, encoded, beam_size: int, max_lengths):
 
 
 def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int, temperature: float, alpha: float,
-                 token_filter=None) -> BeamSearchResult:
-    """`samples` outputs per sentence of source ids [B, S], drawn with each sentence's seed [B]."""
+                 token_filter=None):
+    """`samples` outputs per sentence of source ids [B, S], drawn with each sentence's seed [B]
+    (a `beam_search.BeamSearchResult`)."""
+    from t2t_keras.decoding.beam_search import sample
+
     cache = model.init_cache(model.encode(input_ids, training=False), samples)
     filter_state = token_filter.initial_state(input_ids, samples) if token_filter else None
     return sample(
@@ -86,6 +96,8 @@ def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int,
 def max_lengths(input_ids, extra_length: int, max_position: int | None = None):
     """The most tokens (EOS included) each sentence of source ids [B, S] may generate: its
     length + extra_length, and never past a learned position table's end."""
+    import tensorflow as tf
+
     lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1) + extra_length
     return lengths if max_position is None else tf.minimum(lengths, max_position)
 
@@ -93,6 +105,8 @@ def max_lengths(input_ids, extra_length: int, max_position: int | None = None):
 def cap_inputs(input_ids, cap: int):
     """Rows of source ids longer than `cap` cut to it, ending with EOS (a bounded cost per
     request); 0: no limit."""
+    import tensorflow as tf
+
     if not cap:
         return input_ids
     cut = input_ids[:, :cap]
