@@ -1,9 +1,9 @@
-"""Dropout from 16 random bits a unit, its mask kept for the backward pass."""
+"""Dropout from 16 random bits a unit (`kernels.dropout`), its mask kept for the backward pass."""
 
 import keras
 import tensorflow as tf
 
-_LEVELS = 1 << 16  # a unit is dropped when its 16 random bits fall below round(rate * 2^16)
+from t2t_keras.kernels.dropout import LEVELS, masked, random_uint16
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -23,8 +23,8 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        threshold = round(self.rate * _LEVELS)
-        exact_enough = 0 < threshold < _LEVELS and abs(threshold / _LEVELS - self.rate) <= 1e-3 * self.rate
+        threshold = round(self.rate * LEVELS)
+        exact_enough = 0 < threshold < LEVELS and abs(threshold / LEVELS - self.rate) <= 1e-3 * self.rate
         if not training or not exact_enough or self.noise_shape is not None:
             return super().call(inputs, training=training)
         seed = self.seed_generator.next()
@@ -32,21 +32,7 @@ class Dropout(keras.layers.Dropout):
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
         mask = tf.where(
             random_uint16(tf.shape(inputs), seed) >= tf.constant(threshold, tf.uint16),
-            tf.constant(_LEVELS / (_LEVELS - threshold), inputs.dtype),
+            tf.constant(LEVELS / (LEVELS - threshold), inputs.dtype),
             tf.zeros([], inputs.dtype),
         )
-        return _masked(inputs, mask)
-
-
-def random_uint16(shape, seed):
-    """Uniform uint16 values of `shape` from ceil(size / 2) Philox uint32 draws (stateless)."""
-    size = tf.reduce_prod(shape)
-    bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None, maxval=None, dtype=tf.uint32)
-    halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])
-    return tf.reshape(halves[:size], shape)
-
-
-@tf.custom_gradient
-def _masked(inputs, mask):
-    """inputs * mask, differentiated with respect to inputs only."""
-    return inputs * mask, lambda upstream: (upstream * mask, None)
+        return masked(inputs, mask)

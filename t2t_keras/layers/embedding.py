@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from t2t_keras.layers.dense import transposed_copy
+from t2t_keras.kernels.matmul import transposed_copy
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")

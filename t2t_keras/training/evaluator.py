@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.token_ids import PAD_ID
-from t2t_keras.training.losses import smoothed_cross_entropy
+from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
 
 SUM = tf.distribute.ReduceOp.SUM
 SUMS = ("loss", "nll", "shuffled_source_nll", "correct", "tokens")

@@ -2,7 +2,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.beam_search import NEG_INF
-from t2t_keras.softmax import log_normalizers_at
+from t2t_keras.kernels.softmax import log_normalizers_at
 
 
 def test_log_normalizers_equal_logsumexp_for_peaked_and_flat_rows():

@@ -1,0 +1,13 @@
+"""Hand-written primitives: each computes what a TensorFlow or Keras op computes (equal to it
+in tests/kernels), with fewer or cheaper ops on a CPU, or with its gradient written out.
+
+    layer_norm.py     layer_norm: LayerNormalization's formula, forward and backward by hand
+    matmul.py         matmul: x @ W whose backward multiplies by a transposed copy of W
+    dropout.py        random_uint16, masked: a dropout mask from 16 random bits a unit
+    softmax.py        log_normalizers_at: row logsumexp read from one softmax
+    cross_entropy.py  smoothed_cross_entropy: label-smoothed cross-entropy from one softmax
+    top_k.py          top_k_rows: tf.math.top_k by blocks, for vocabulary-sized rows
+
+The Keras layers that use them (layers/normalization.py, dense.py, dropout.py) stay thin.
+Why each exists, with the measurements, is in EXPERIMENTS.md ("Hand-written kernels").
+"""
