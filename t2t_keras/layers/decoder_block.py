@@ -2,12 +2,13 @@
 
 import keras
 
-from t2t_keras.layers.encoder_block import EncoderBlock
+from t2t_keras.layers import sublayers
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
-class DecoderBlock(EncoderBlock):
-    """An encoder block with encoder-decoder attention between self-attention and FFN.
+class DecoderBlock(sublayers.Block):
+    """Causal self-attention, then attention over the encoder output, then the FFN, each
+    inside a residual connection with LayerNorm.
 
     Takes the same `BlockConfig` as `EncoderBlock`. Two ways to run it:
       * `call`: all target positions at once (teacher forcing), with a causal
@@ -20,10 +21,16 @@ class DecoderBlock(EncoderBlock):
     """
 
     def build(self, input_shape):
-        super().build(input_shape)
-        self.cross_attention = self._attention("cross_attention")
+        config, dtype = self.config, self.dtype_policy
+        # Created in this order since the first version: the order of get_weights().
+        self.self_attention = sublayers.attention(config, "self_attention", dtype)
+        self.self_attention.build(input_shape)
+        self.self_attention_residual = sublayers.residual(config, "self_attention_residual", input_shape, dtype)
+        self.feed_forward = sublayers.feed_forward(config, input_shape, dtype)
+        self.feed_forward_residual = sublayers.residual(config, "feed_forward_residual", input_shape, dtype)
+        self.cross_attention = sublayers.attention(config, "cross_attention", dtype)
         self.cross_attention.build(input_shape, input_shape)
-        self.cross_attention_residual = self._residual("cross_attention_residual", input_shape)
+        self.cross_attention_residual = sublayers.residual(config, "cross_attention_residual", input_shape, dtype)
 
     def call(self, inputs, memory, self_attention_mask=None, memory_mask=None, training=None, return_attention_scores=False):
         """Outputs [B, T, d]; with `return_attention_scores`, (outputs, {"self": [B, h, T, T],
