@@ -15,23 +15,16 @@ import dataclasses
 import gzip
 import json
 import os
-import platform
 import statistics
 import time
+
+from machine import cpu_model  # benchmarks/machine.py: the script's own folder is on sys.path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from t2t_keras.system import keep_freed_memory  # noqa: E402
 
 keep_freed_memory()  # as the CLIs do
-
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def main() -> None:

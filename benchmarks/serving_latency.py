@@ -15,20 +15,13 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import time
+
+from machine import cpu_model  # benchmarks/machine.py: the script's own folder is on sys.path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VAL_SOURCE = os.path.join(REPO, "problems", "data", "multi30k", "val.en.gz")
-
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def main():

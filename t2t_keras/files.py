@@ -17,6 +17,7 @@ import TensorFlow on first use.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 from typing import Iterator
@@ -111,6 +112,15 @@ def read_bytes(path: str) -> bytes:
 
 def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8")
+
+
+def sha256(path: str) -> str:
+    """The SHA-256 hex digest of a file's bytes, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with open_file(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # --- writing ---

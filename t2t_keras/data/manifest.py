@@ -8,7 +8,6 @@ instead of surfacing as a wrong model.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
@@ -42,7 +41,7 @@ def load(problem, data_dir: str) -> dict:
     for key, vocab_path in vocabularies.items():
         if not files.isfile(vocab_path):
             raise UsageError(f"{vocab_path} is missing; rerun t2t-keras-datagen --problem={problem.name} with --overwrite.")
-        if key not in manifest or sha256_of(vocab_path) != manifest[key]["sha256"]:
+        if key not in manifest or files.sha256(vocab_path) != manifest[key]["sha256"]:
             raise UsageError(
                 f"{vocab_path} does not match the vocabulary the data was encoded with; "
                 "restore it or rerun t2t-keras-datagen with --overwrite."
@@ -78,11 +77,3 @@ def shard_files(problem, data_dir: str, split: str) -> list[str]:
 
 def file_record(path: str, pairs: int) -> dict:
     return {"name": os.path.basename(path), "bytes": files.size(path), "pairs": pairs}
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with files.open_file(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

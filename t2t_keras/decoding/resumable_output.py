@@ -16,7 +16,6 @@ nothing to do.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 
@@ -29,14 +28,6 @@ FORMAT_VERSION = 1
 SPEED_SETTINGS = ("sentences_per_batch", "batch_tokens", "parallel_parts")
 
 
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with files.open_file(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def output_record(input_path: str, lines: tuple[int, int], checkpoints: list[str], decode_hparams,
                   n_best: int, with_scores: bool) -> dict:
     """What an output is made from (see the module docstring)."""
@@ -44,9 +35,9 @@ def output_record(input_path: str, lines: tuple[int, int], checkpoints: list[str
     return {
         "format_version": FORMAT_VERSION,
         "input": os.path.abspath(input_path),
-        "input_sha256": file_sha256(input_path),
+        "input_sha256": files.sha256(input_path),
         "lines": list(lines),
-        "checkpoints": [{"path": path, "index_sha256": file_sha256(path + ".index")} for path in checkpoints],
+        "checkpoints": [{"path": path, "index_sha256": files.sha256(path + ".index")} for path in checkpoints],
         "decode_hparams": settings,
         "n_best": n_best,
         "with_scores": with_scores,
