@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 
 from t2t_keras import files
 from t2t_keras.errors import UsageError
@@ -47,54 +48,10 @@ PARAM_KEYS = {
 }
 
 
-# EVALB's own two parameter files, by name: their settings in their format (the text is ours).
-BUILT_IN_PARAMS = {
-    "COLLINS.prm": """\
-# EVALB's COLLINS.prm: the scoring of Collins (ACL 1997), the standard one.
-DEBUG 0
-MAX_ERROR 10
-CUTOFF_LEN 40
-LABELED 1
-# Not scored: the root, empty elements and punctuation (words and all).
-DELETE_LABEL TOP
-DELETE_LABEL -NONE-
-DELETE_LABEL ,
-DELETE_LABEL :
-DELETE_LABEL ``
-DELETE_LABEL ''
-DELETE_LABEL .
-DELETE_LABEL_FOR_LENGTH -NONE-
-EQ_LABEL ADVP PRT
-""",
-    "new.prm": """\
-# EVALB's new.prm, of its 2006 fix (David Ellis): COLLINS.prm, plus S1 (Charniak's root) and
-# ? ! (Bikel's tags) not scored, and quote words put back under these QUOTE_LABEL tags.
-DEBUG 0
-MAX_ERROR 10
-CUTOFF_LEN 40
-LABELED 1
-DELETE_LABEL TOP
-DELETE_LABEL S1
-DELETE_LABEL -NONE-
-DELETE_LABEL ,
-DELETE_LABEL :
-DELETE_LABEL ``
-DELETE_LABEL ''
-DELETE_LABEL .
-DELETE_LABEL ?
-DELETE_LABEL !
-DELETE_LABEL_FOR_LENGTH -NONE-
-QUOTE_LABEL ``
-QUOTE_LABEL ''
-QUOTE_LABEL POS
-# Less common, but output by parsers.
-QUOTE_LABEL NN
-QUOTE_LABEL CD
-QUOTE_LABEL VBZ
-QUOTE_LABEL :
-EQ_LABEL ADVP PRT
-""",
-}
+# EVALB's own two parameter files, shipped in evalb_prm/ (their settings in their format; the
+# comments are ours).
+BUILT_IN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "evalb_prm")
+BUILT_IN_PARAMS = ("COLLINS.prm", "new.prm")
 
 
 def read_params(path: str = DEFAULT_PARAMS, flag: str | None = None) -> EvalbParams:
@@ -104,7 +61,7 @@ def read_params(path: str = DEFAULT_PARAMS, flag: str | None = None) -> EvalbPar
     if files.isfile(path):
         return parse_params(files.read_bytes(path).decode("utf-8", errors="replace"), where)
     if path in BUILT_IN_PARAMS:
-        return parse_params(BUILT_IN_PARAMS[path], where)
+        return parse_params(files.read_text(os.path.join(BUILT_IN_DIR, path)), where)
     raise UsageError(f"{where}: no such file; give a path or one of EVALB's own: {', '.join(BUILT_IN_PARAMS)}.")
 
 
