@@ -128,7 +128,10 @@ class Transformer(keras.Model):
         if hp.copy_position_encoding:
             self.copy_position = CopyPositionEncoding(self.structure_tokens, self.target_vocab_size, dtype=dtype, name="copy_position")
         self.embedding_dropout = Dropout(hp.layer_prepostprocess_dropout, dtype=dtype)
-        if hp.norm_type == "pre":  # pre-norm stacks end unnormalised: one final LayerNorm each
+        # Where the norm goes is chosen here, once: post-norm blocks end normalised (ResidualNorm),
+        # pre-norm stacks end unnormalised and get one final LayerNorm each; None: nothing to add.
+        self.encoder_norm = self.decoder_norm = None
+        if hp.norm_type == "pre":
             self.encoder_norm = LayerNorm(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="encoder_norm")
             self.decoder_norm = LayerNorm(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="decoder_norm")
 
@@ -156,9 +159,9 @@ class Transformer(keras.Model):
             self.copy_position.build(stream_shape)
         for block in (*self.encoder_blocks, *self.decoder_blocks):
             block.build(stream_shape)
-        if self.hparams.norm_type == "pre":
-            self.encoder_norm.build(stream_shape)
-            self.decoder_norm.build(stream_shape)
+        for norm in (self.encoder_norm, self.decoder_norm):
+            if norm is not None:
+                norm.build(stream_shape)
 
     @property
     def num_layers(self) -> int:
@@ -182,9 +185,7 @@ class Transformer(keras.Model):
         x = self._embed_sources(inputs, training)
         for block in self.encoder_blocks:
             x = block(x, attention_mask=mask, training=training)
-        if self.hparams.norm_type == "pre":
-            x = self.encoder_norm(x)
-        return Encoded(x, mask)
+        return Encoded(_end_of_stack(self.encoder_norm, x), mask)
 
     def decode(self, targets, encoded: Encoded, training=None):
         """Teacher-forced logits [B, T, V] (float32) for target ids [B, T]."""
@@ -207,8 +208,7 @@ class Transformer(keras.Model):
         for block in self.encoder_blocks:
             x, layer_weights = block(x, attention_mask=mask, return_attention_scores=True)
             weights["encoder_self"].append(layer_weights)
-        if self.hparams.norm_type == "pre":
-            x = self.encoder_norm(x)
+        x = _end_of_stack(self.encoder_norm, x)
         y, _ = self._embed_targets(shift_right(targets), 0, training=False)
         causal = masks.causal_mask(ops.shape(targets)[1])
         for block in self.decoder_blocks:
@@ -247,9 +247,7 @@ class Transformer(keras.Model):
             keys.append(layer_keys)
             values.append(layer_values)
         cache = cache._replace(keys=tuple(keys), values=tuple(values), copied=copied)
-        if self.hparams.norm_type == "pre":
-            x = self.decoder_norm(x)
-        return self.softmax_projection.step_logits(x), cache
+        return self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x)), cache
 
     def _embed_sources(self, ids, training):
         x = self.source_embedding(ids)
@@ -269,9 +267,7 @@ class Transformer(keras.Model):
         return self.embedding_dropout(x, training=training), copied
 
     def _logits(self, x):
-        if self.hparams.norm_type == "pre":
-            x = self.decoder_norm(x)
-        return ops.cast(self.softmax_projection.logits(x), "float32")
+        return ops.cast(self.softmax_projection.logits(_end_of_stack(self.decoder_norm, x)), "float32")
 
     def get_config(self):
         config = super().get_config()
@@ -280,3 +276,8 @@ class Transformer(keras.Model):
             structure_tokens=self.structure_tokens,
         )
         return config
+
+
+def _end_of_stack(norm, x):
+    """A stack's output: through its final LayerNorm (pre-norm), or as it is (post-norm)."""
+    return x if norm is None else norm(x)
