@@ -6,6 +6,8 @@ import inspect
 import json
 import os
 import pathlib
+import signal
+import subprocess
 
 import keras
 import numpy as np
@@ -201,11 +203,16 @@ def write_corpus_slice(tmp_dir, train_lines=2000, dev_lines=100):
     return str(tmp_dir)
 
 
+def popen_interruptible(command, **kwargs) -> subprocess.Popen:
+    """Starts `command` as a terminal would, SIGINT at its default: a parent started in the
+    background (nohup make test &) passes SIGINT down ignored, and Python then installs no
+    Ctrl-C handler, so a test of Ctrl-C would pass or fail by how the suite was started."""
+    return subprocess.Popen(command, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
+
+
 def run_side_by_side(commands, **kwargs):
     """subprocess.run for several commands at once (they start together and share the cores):
     their CompletedProcesses, in order. For the one-line-error cases of a CLI."""
-    import subprocess
-
     processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
                  for command in commands]
     results = []

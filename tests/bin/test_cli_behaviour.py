@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from tests.testing import assert_one_line_error
+from tests.testing import assert_one_line_error, popen_interruptible
 
 
 def _cli(module, *args, **kwargs):
@@ -47,10 +47,11 @@ def test_a_failed_start_leaves_no_new_directories(tmp_path):
 def test_ctrl_c_is_one_line_status_130_and_leaves_nothing_half_written(tmp_path):
     command = [sys.executable, "-m", "t2t_keras.bin.datagen", "--problem=translate_ende_multi30k",
                f"--data_dir={tmp_path}", "--noprogress"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not (tmp_path / "translate_ende_multi30k.spm.model").exists() and time.time() < deadline:
-        time.sleep(0.05)  # interrupt it while it writes the shards
+    process = popen_interruptible(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    vocabulary, deadline = tmp_path / "translate_ende_multi30k.spm.model", time.time() + 600
+    while not vocabulary.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)  # interrupt it while it writes the shards, after the vocabulary
+    assert vocabulary.exists() and process.poll() is None, "datagen ended or stalled before the vocabulary was written"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr

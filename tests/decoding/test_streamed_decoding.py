@@ -13,7 +13,7 @@ import time
 import pytest
 
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
-from tests.testing import assert_one_line_error, run_side_by_side
+from tests.testing import assert_one_line_error, popen_interruptible, run_side_by_side
 
 pytestmark = pytest.mark.slow
 
@@ -96,7 +96,7 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
 
 def test_ctrl_c_keeps_the_lines_written_and_says_so_on_its_own_line(trained_output_dir, long_input, tmp_path):
     output = tmp_path / "out.de"
-    process = subprocess.Popen(
+    process = popen_interruptible(
         [sys.executable, "-m", "t2t_keras.bin.decoder", FAST, f"--output_dir={trained_output_dir}",
          f"--decode_from_file={long_input}", f"--decode_to_file={output}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
