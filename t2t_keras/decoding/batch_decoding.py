@@ -93,12 +93,27 @@ def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int,
     )
 
 
+def source_lengths(input_ids):
+    """Tokens (EOS included) of each row of 0-padded source ids [B, S]."""
+    import tensorflow as tf
+
+    return tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
+
+
+def is_over(input_ids, cap: int):
+    """bool [B]: which rows of source ids are longer than `cap` tokens (0: no limit, none are)."""
+    import tensorflow as tf
+
+    lengths = source_lengths(input_ids)
+    return lengths > cap if cap else tf.zeros_like(lengths, tf.bool)
+
+
 def max_lengths(input_ids, extra_length: int, max_position: int | None = None):
     """The most tokens (EOS included) each sentence of source ids [B, S] may generate: its
     length + extra_length, and never past a learned position table's end."""
     import tensorflow as tf
 
-    lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1) + extra_length
+    lengths = source_lengths(input_ids) + extra_length
     return lengths if max_position is None else tf.minimum(lengths, max_position)
 
 
@@ -110,9 +125,8 @@ def cap_inputs(input_ids, cap: int):
     if not cap:
         return input_ids
     cut = input_ids[:, :cap]
-    over = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1) > cap
     last = tf.range(tf.shape(cut)[1]) == cap - 1
-    return tf.where(over[:, None] & last[None, :], EOS_ID, cut)
+    return tf.where(is_over(input_ids, cap)[:, None] & last[None, :], EOS_ID, cut)
 
 
 def padded_batch(rows: list[list[int]]) -> np.ndarray:

@@ -158,9 +158,7 @@ class Translator(tf.Module):
         A blank sentence gives an empty translation and score 0, as in the decoder CLI.
         """
         input_ids = self._tokenize(self.source_tokenizer, inputs)
-        cap = self.decode_hparams.max_input_tokens
-        lengths = tf.reduce_sum(tf.cast(input_ids != PAD_ID, tf.int32), axis=1)
-        truncated = lengths > cap if cap else tf.zeros_like(lengths, tf.bool)
+        truncated = batch_decoding.is_over(input_ids, self.decode_hparams.max_input_tokens)
         result = self.translate_ids(input_ids)
         best_ids = result["ids"][:, 0]
         without_eos = tf.RaggedTensor.from_tensor(best_ids, lengths=tf.maximum(result["lengths"][:, 0] - 1, 0))
