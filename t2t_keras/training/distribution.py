@@ -25,6 +25,11 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     raise UsageError(f"--distribution_strategy={name}: must be one of {', '.join(STRATEGIES)}.")
 
 
+def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
+    """Whether the strategy spans several workers (hosts), each running the same command."""
+    return strategy.extended._in_multi_worker_mode()  # noqa: SLF001 (tf.distribute has no public test)
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """Whether this worker writes checkpoints, summaries and logs (worker 0, or a single worker)."""
     resolver = getattr(strategy, "cluster_resolver", None)

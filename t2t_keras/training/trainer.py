@@ -32,7 +32,7 @@ from t2t_keras.checkpoints import (
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import MODEL, HParams
 from t2t_keras.models import factory
-from t2t_keras.training.distribution import is_chief
+from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep, make_optimizer, make_schedule
 
@@ -167,7 +167,7 @@ def _agreed_latest_checkpoint(strategy, run_dir: RunDir) -> str | None:
     output_dir (the chief's): a worker that sees another step (no shared folder) stops them
     all with one line, instead of resuming the chief alone."""
     latest = run_dir.latest_checkpoint()
-    if strategy.extended._in_multi_worker_mode():  # noqa: SLF001 (tf.distribute has no public test)
+    if is_multi_worker(strategy):
         mine = tf.constant([checkpoint_step(latest) if latest else -1])
         everyone = strategy.gather(strategy.run(lambda: mine), axis=0).numpy()
         steps = [int(everyone.min()), int(everyone.max())]
@@ -183,7 +183,7 @@ def _agreed_latest_checkpoint(strategy, run_dir: RunDir) -> str | None:
 
 def _fingerprint(model, strategy) -> str:
     """For a multi-worker job, a checksum of the restored weights: every worker logs the same one."""
-    if not strategy.extended._in_multi_worker_mode():  # noqa: SLF001
+    if not is_multi_worker(strategy):
         return ""
     total = sum(float(tf.reduce_sum(tf.cast(weight, tf.float64))) for weight in model.weights)
     return f"; weights checksum {total:.10e}"
