@@ -21,6 +21,7 @@ from typing import Iterable, NamedTuple
 
 import sentencepiece
 
+from t2t_keras import files
 from t2t_keras.errors import UsageError
 from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 
@@ -91,8 +92,6 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str) -> "Vocabulary":
-        from t2t_keras import files
-
         return cls(files.read_bytes(path), path)
 
     @property
@@ -148,8 +147,6 @@ def given_vocabularies(spec: str) -> Vocabularies:
     """The SentencePiece model(s) of --vocab_model: one path (shared), two comma-separated
     paths (source, target), or a t2t-keras run dir (its vocab.spm.model, and target.spm.model
     if it has one). Each must use t2t-keras's reserved ids (pad 0, EOS 1, unknown 2)."""
-    from t2t_keras import files
-
     paths = [files.absolute(part.strip()) for part in spec.split(",") if part.strip()]
     if len(paths) == 1 and files.isdir(paths[0]):
         run_dir = paths[0]
@@ -164,8 +161,6 @@ def given_vocabularies(spec: str) -> Vocabularies:
 
 
 def _load_vocab_model(path: str, spec: str) -> Vocabulary:
-    from t2t_keras import files
-
     if not files.isfile(path):
         raise UsageError(f"--vocab_model={spec}: {path}: no such file.")
     try:
