@@ -63,7 +63,7 @@ def exists(path: str) -> bool:
     parent, name = os.path.split(str(path).rstrip("/"))
     if "://" not in parent or parent.endswith(":/"):
         return _gfile().exists(path)
-    return _gfile().isdir(parent) and name in listdir(parent)
+    return _gfile().isdir(parent) and name in _listed(parent)
 
 
 def isdir(path: str) -> bool:
@@ -81,8 +81,13 @@ def listdir(path: str) -> list[str]:
         return os.listdir(path)
     # A prefix-matching filesystem (ram://) lists ".extra" under DIR/assets for DIR/assets.extra/x:
     # a real child is one that exists under DIR/.
-    names = [name.rstrip("/") for name in _gfile().listdir(path)]
-    return [name for name in names if _gfile().exists(join(path, name))]
+    return [name for name in _listed(path) if _gfile().exists(join(path, name))]
+
+
+def _listed(path: str) -> list[str]:
+    """tf.io.gfile's listing of a directory elsewhere than on a local disk: one request (real
+    children, and on ram:// a few names that only look like children)."""
+    return [name.rstrip("/") for name in _gfile().listdir(path)]
 
 
 def size(path: str) -> int:
