@@ -21,13 +21,8 @@ class DecoderBlock(sublayers.Block):
     """
 
     def build(self, input_shape):
+        super().build(input_shape)  # self-attention and FFN first: the order of get_weights() since the first version
         config, dtype = self.config, self.dtype_policy
-        # Created in this order since the first version: the order of get_weights().
-        self.self_attention = sublayers.attention(config, "self_attention", dtype)
-        self.self_attention.build(input_shape)
-        self.self_attention_residual = sublayers.residual(config, "self_attention_residual", input_shape, dtype)
-        self.feed_forward = sublayers.feed_forward(config, input_shape, dtype)
-        self.feed_forward_residual = sublayers.residual(config, "feed_forward_residual", input_shape, dtype)
         self.cross_attention = sublayers.attention(config, "cross_attention", dtype)
         self.cross_attention.build(input_shape, input_shape)
         self.cross_attention_residual = sublayers.residual(config, "cross_attention_residual", input_shape, dtype)

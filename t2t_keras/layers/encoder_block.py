@@ -18,14 +18,6 @@ class EncoderBlock(sublayers.Block):
         padding mask [B, 1, L] (`masks.key_padding_mask`).
     """
 
-    def build(self, input_shape):
-        config, dtype = self.config, self.dtype_policy
-        self.self_attention = sublayers.attention(config, "self_attention", dtype)
-        self.self_attention.build(input_shape)
-        self.self_attention_residual = sublayers.residual(config, "self_attention_residual", input_shape, dtype)
-        self.feed_forward = sublayers.feed_forward(config, input_shape, dtype)
-        self.feed_forward_residual = sublayers.residual(config, "feed_forward_residual", input_shape, dtype)
-
     def call(self, inputs, attention_mask=None, training=None, return_attention_scores=False):
         """Outputs [B, L, d]; with `return_attention_scores`, (outputs, weights [B, h, L, L])."""
         x = self.self_attention_residual.prepare(inputs)

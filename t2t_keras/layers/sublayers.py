@@ -11,11 +11,21 @@ from t2t_keras.layers.residual import ResidualNorm
 
 
 class Block(keras.layers.Layer):
-    """A layer of a stack, configured by a `BlockConfig` (or its dict, as `get_config` wrote it)."""
+    """A layer of a stack, configured by a `BlockConfig` (or its dict, as `get_config` wrote it),
+    with the sub-layers every block has; a decoder block adds its cross-attention."""
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
         self.config = BlockConfig.of(config)
+
+    def build(self, input_shape):
+        """The sub-layers every block has: self-attention and the FFN, each with its residual."""
+        config, dtype = self.config, self.dtype_policy
+        self.self_attention = attention(config, "self_attention", dtype)
+        self.self_attention.build(input_shape)
+        self.self_attention_residual = residual(config, "self_attention_residual", input_shape, dtype)
+        self.feed_forward = feed_forward(config, input_shape, dtype)
+        self.feed_forward_residual = residual(config, "feed_forward_residual", input_shape, dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape
