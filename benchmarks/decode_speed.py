@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/decode_speed.py --extra_length=300 # the same, allowed input + 300 tokens
     .venv/bin/python benchmarks/decode_speed.py --no-cache         # the decoder re-run over the whole prefix
     .venv/bin/python benchmarks/decode_speed.py --parallel_parts=1 # one search, TensorFlow's default threads
+    .venv/bin/python benchmarks/decode_speed.py --precision=bf16   # the model in bfloat16 (decode hparam precision)
 
 The tiny shape with random weights; 64 source sentences of 20 tokens; beam 4, alpha 0.6;
 each sentence may generate input length + extra_length tokens (default 50, the peers'
@@ -62,21 +63,23 @@ def forced_steps(step_fn, steps, vocab_size):
     return step
 
 
-def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1):
+def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1, precision="fp32"):
     """A callable: int32 source ids [B, S] -> output ids [B, forced_steps] (best beam), the
-    batch searched in `parallel_parts` parts side by side as the Translator does."""
+    batch searched in `parallel_parts` parts side by side as the Translator does, with the
+    model in `precision` (fp32 or bf16, as the decode hparam)."""
     import tensorflow as tf
 
     from t2t_keras import registry
     from t2t_keras.decoding import batch_decoding
     from t2t_keras.decoding.beam_search import search_in_parts
     from t2t_keras.models import Transformer
+    from t2t_keras.models.factory import PRECISION_DTYPES
 
     hparams = dataclasses.replace(
         registry.hparams("transformer_base"), num_hidden_layers=shape.num_layers, hidden_size=shape.d_model,
         filter_size=shape.d_ff, num_heads=shape.num_heads, layer_norm_epsilon=shape.layer_norm_eps,
     )
-    model = Transformer.from_hparams(hparams, shape.vocab)
+    model = Transformer.from_hparams(hparams, shape.vocab, dtype=PRECISION_DTYPES[precision])
     steps, beam = dcfg.forced_steps, dcfg.beam_size
     part_sentences = -(-dcfg.num_sentences // parallel_parts)
     model.softmax_projection.choose_step_orientation(part_sentences * beam)  # as Translator does
@@ -103,21 +106,23 @@ def main():
     parser.add_argument("--parallel_parts", type=int, default=0,
                         help="parts of the batch searched side by side, one thread per op (as t2t-keras-decoder); "
                              "0 = one per CPU core, 1 = one search with TensorFlow's default threads")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="the model's precision (bf16 runs even where the CPU has no bfloat16 units: the JSON says so)")
     args = parser.parse_args()
     import tensorflow as tf
 
-    from t2t_keras.system import cores_for_decoding
+    from t2t_keras.system import bfloat16_units, cores_for_decoding
 
     parts = cores_for_decoding(args.parallel_parts)  # as t2t-keras-decoder
     tf.random.set_seed(shapes.SEED)
     dcfg = shapes.DECODE
     run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached, extra_length=args.extra_length,
-                        parallel_parts=parts)
+                        parallel_parts=parts, precision=args.precision)
     times, first, out = shapes.time_runs(run, shapes.decode_sources(dcfg, shapes.SHAPES[dcfg.shape].vocab), args.runs)
     assert out.shape[-1] == dcfg.forced_steps and (out[:, -1] == 1).all(), "not exactly the forced number of steps"
-    peer = "t2t_keras_beam_kvcache" if args.cached else "t2t_keras_beam_nocache"
+    peer = ("t2t_keras_beam_kvcache" if args.cached else "t2t_keras_beam_nocache") + ("_bf16" if args.precision == "bf16" else "")
     extra = {"framework": "tensorflow " + tf.__version__, "max_length": dcfg.src_len + args.extra_length,
-             "parallel_parts": parts}
+             "parallel_parts": parts, "precision": args.precision, "bfloat16_units": bfloat16_units()}
     shapes.emit(shapes.decode_result(peer, dcfg, times, first, out.shape[-1], extra), T0)
 
 

@@ -205,12 +205,15 @@ def build_model(run_dir: RunDir, dtype=None):
     return factory.build_model(hparams, vocabularies, structure_tokens, dtype=dtype)
 
 
-def restore_model(run_dir: RunDir, checkpoint_path: str | None = None):
-    """(The model of `run_dir` with the weights of `checkpoint_path` (default: the latest), that path)."""
+def restore_model(run_dir: RunDir, checkpoint_path: str | None = None, precision: str = "fp32"):
+    """(The model of `run_dir` with the weights of `checkpoint_path` (default: the latest), that
+    path); with precision "bf16", the model in bfloat16 (`factory.in_precision`)."""
+    from t2t_keras.models import factory
+
     path = run_dir.require_checkpoint(checkpoint_path)
-    model = build_model(run_dir)
+    model = build_model(run_dir, dtype="float32")  # as checkpoints hold the weights, whatever the global policy
     tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
-    return model, path
+    return factory.in_precision(model, precision), path
 
 
 def write_weights_run_dir(source: RunDir, model, step: int, target_path: str, record: dict | None = None) -> str:

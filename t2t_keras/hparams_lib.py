@@ -210,6 +210,12 @@ class DecodeHParams:
     )
     sampling_temperature: float = _field(1.0, DECODING, "sampling: divide the logits by this (< 1 sharper, > 1 flatter)")
     seed: int = _field(0, DECODING, "sampling: the seed; a line's samples depend only on it and the line's number")
+    precision: Literal["fp32", "bf16"] = _field(
+        "fp32", DECODING,
+        "bf16: weights, activations, caches and logits in bfloat16 (log-probabilities, length penalty and the "
+        "search in float32), for CPUs with AVX512_BF16/AMX and GPUs of compute capability 8.0+; elsewhere fp32 "
+        "is used, with one line saying so (the exporter writes a bf16 SavedModel anyway, for the serving machine)",
+    )
 
     @property
     def sampling(self) -> bool:

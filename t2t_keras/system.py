@@ -4,6 +4,8 @@ import ctypes
 import ctypes.util
 import os
 
+from absl import logging
+
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
 
@@ -67,3 +69,30 @@ def cores_for_decoding(requested: int) -> int:
     if parts > 1:
         one_thread_per_op(parts)
     return parts
+
+
+def bfloat16_units() -> str | None:
+    """What multiplies bfloat16 matrices natively here: "GPU" (compute capability 8.0 or
+    more), "AMX" or "AVX512_BF16" (the CPU's flags), or None. Elsewhere TensorFlow still runs
+    bfloat16 ops, by converting them, no faster than float32."""
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        if tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0)) >= (8, 0):
+            return "GPU"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    except OSError:  # not Linux
+        return None
+    return "AMX" if "amx_bf16" in flags else "AVX512_BF16" if "avx512_bf16" in flags else None
+
+
+def decode_precision(requested: str) -> str:
+    """The precision to decode in: `requested` ("fp32" or "bf16"), except bf16 on a machine
+    without bfloat16 units (`bfloat16_units`), which decodes in fp32 and says so in one line."""
+    if requested == "bf16" and bfloat16_units() is None:
+        logging.warning("precision=bf16: this machine has no bfloat16 units (a CPU with AVX512_BF16 or AMX, "
+                        "or a GPU of compute capability 8.0+), where bf16 is no faster than fp32; decoding in fp32.")
+        return "fp32"
+    return requested

@@ -13,13 +13,15 @@ the graph as they are; `translate` and `score` are their Python face:
 
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 
 from t2t_keras.decoding import batch_decoding
 from t2t_keras.decoding.beam_search import search_in_parts
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
-from t2t_keras.system import decoding_parts
+from t2t_keras.system import decode_precision, decoding_parts
 from t2t_keras.token_ids import PAD_ID
 
 
@@ -57,14 +59,17 @@ class Translator(tf.Module):
 
     @classmethod
     def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
-                     checkpoint_path: str | None = None, ensemble: list[str] = ()) -> "Translator":
+                     checkpoint_path: str | None = None, ensemble: list[str] = (),
+                     precision_fallback: bool = True) -> "Translator":
         """The Translator of a trained run: a trainer's output_dir, or an averaged or best one.
 
         Restores the latest checkpoint (or `checkpoint_path`) and searches with the problem's
         decode defaults, overridden by `decode_hparams` (a DecodeHParams, or "beam_size=5,alpha=1.0").
         With `ensemble` (more run dirs or checkpoints, sharing the vocabularies), decodes with
         the average of all the models' next-token probabilities. The restored checkpoints'
-        paths are `checkpoint_paths` (`checkpoint_path`: the first).
+        paths are `checkpoint_paths` (`checkpoint_path`: the first). precision=bf16 falls back
+        to fp32 on a machine without bfloat16 units (`system.decode_precision`), unless not
+        `precision_fallback` (the exporter: the SavedModel is for the serving machine).
         """
         from t2t_keras.checkpoints import RunDir, resolve_checkpoint, restore_model
 
@@ -72,7 +77,10 @@ class Translator(tf.Module):
         problem = run_dir.problem()
         if not isinstance(decode_hparams, DecodeHParams):
             decode_hparams = problem.decode_settings(decode_hparams or "", "decode_hparams")
-        model, path = restore_model(run_dir, checkpoint_path)
+        if precision_fallback:
+            decode_hparams = dataclasses.replace(decode_hparams, precision=decode_precision(decode_hparams.precision))
+        precision = decode_hparams.precision
+        model, path = restore_model(run_dir, checkpoint_path, precision)
         vocabularies = run_dir.vocabularies()
         paths = [path]
         if ensemble:
@@ -82,7 +90,7 @@ class Translator(tf.Module):
             for member in ensemble:
                 member_dir, member_path = resolve_checkpoint(member, "--ensemble")
                 _check_same_vocabularies(member, member_dir.vocabularies(), vocabularies)
-                models.append(restore_model(member_dir, member_path)[0])
+                models.append(restore_model(member_dir, member_path, precision)[0])
                 paths.append(member_path)
             model = Ensemble(models)
         translator = cls(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)

@@ -43,12 +43,14 @@ class SharedEmbedding(keras.layers.Layer):
     def logits(self, inputs):
         """[..., d_model] -> float32 [..., vocab_size] with the transposed table.
 
-        Always in float32: under mixed precision a bfloat16 [tokens, vocab] product only to be
-        cast up for the softmax cost more than it saved (EXPERIMENTS.md, "Hand-written
-        kernels"), and float32 logits are what the loss and beam search want anyway.
+        The product runs in the table's dtype: float32 under mixed precision, where a bfloat16
+        [tokens, vocab] product only to be cast up for the softmax cost more than it saved
+        (EXPERIMENTS.md, "Hand-written kernels"); bfloat16 in a bfloat16 model (bf16 decoding,
+        whose largest product it is). Float32 logits are what the loss and beam search want.
         """
-        flat = tf.reshape(tf.cast(inputs, tf.float32), [-1, self.hidden_size])
-        logits = _logits(flat, tf.cast(self.embeddings, tf.float32))
+        table = self._table()
+        flat = tf.reshape(tf.cast(inputs, table.dtype), [-1, self.hidden_size])
+        logits = tf.cast(_logits(flat, table), tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
     def step_logits(self, inputs):
@@ -58,17 +60,23 @@ class SharedEmbedding(keras.layers.Layer):
         (table @ x^T)^T. Which one wins for a few hundred rows depends on the CPU (AVX2 and
         AVX-512 machines disagree: EXPERIMENTS.md, "Hand-written kernels").
         """
-        table, inputs = tf.cast(self.embeddings, tf.float32), tf.cast(inputs, tf.float32)
+        table = self._table()
+        inputs = tf.cast(inputs, table.dtype)
         if self.step_transposed:
-            return tf.transpose(tf.matmul(table, inputs, transpose_b=True))
-        return tf.matmul(inputs, table, transpose_b=True)
+            return tf.cast(tf.transpose(tf.matmul(table, inputs, transpose_b=True)), tf.float32)
+        return tf.cast(tf.matmul(inputs, table, transpose_b=True), tf.float32)
 
     def choose_step_orientation(self, rows: int) -> bool:
         """Times both orientations of `step_logits` for `rows` rows on this machine (eagerly,
         a fraction of a second) and keeps the faster; returns whether it is the transposed
         one. A graph traced afterwards (a SavedModel too) keeps the choice."""
-        self.step_transposed = _transposed_is_faster(tf.cast(self.embeddings, tf.float32), int(rows))
+        self.step_transposed = _transposed_is_faster(self._table(), int(rows))
         return self.step_transposed
+
+    def _table(self):
+        """The table as the output products read it: in the variable's dtype (see `logits`),
+        also inside a mixed-precision call, where Keras reads variables autocast to bfloat16."""
+        return tf.cast(self.embeddings, self.embeddings.dtype)
 
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.hidden_size)
@@ -109,7 +117,7 @@ def _transposed_is_faster(table, rows: int, repeats: int = 8, rounds: int = 3) -
 
     plain = chained(lambda x: tf.matmul(x, table, transpose_b=True))
     transposed = chained(lambda x: tf.transpose(tf.matmul(table, x, transpose_b=True)))
-    x = tf.random.stateless_normal([rows, table.shape[1]], seed=(0, 0))
+    x = tf.random.stateless_normal([rows, table.shape[1]], seed=(0, 0), dtype=table.dtype)
     best = {}
     for name, run in (("plain", plain), ("transposed", transposed)):
         run(x).numpy()  # trace and warm up

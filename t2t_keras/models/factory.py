@@ -30,3 +30,25 @@ def build_model(hparams, vocabularies, structure_tokens: list[int] | None = None
     return registry.model(hparams.model).from_hparams(
         hparams, vocabularies.source.size, vocabularies.target.size, dtype=dtype, structure_tokens=structure_tokens
     )
+
+
+PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}  # DecodeHParams.precision -> Keras dtype policy
+
+
+def in_precision(model, precision: str):
+    """`model` itself for "fp32"; for "bf16", a copy whose weights, activations and caches are
+    bfloat16 (its logits still come out float32), with `model`'s weights rounded to it."""
+    if precision == "fp32":
+        return model
+    copy = type(model).from_hparams(model.hparams, model.vocab_size, model.target_vocab_size,
+                                    dtype=PRECISION_DTYPES[precision], structure_tokens=model.structure_tokens)
+    copy_weights(model, copy)
+    return copy
+
+
+def copy_weights(source, target) -> None:
+    """Assigns `source`'s weights to `target`, a model of the same hparams (cast to its dtype)."""
+    if len(source.weights) != len(target.weights):
+        raise ValueError(f"copy_weights: {len(source.weights)} weights into {len(target.weights)}; the models differ.")
+    for from_weight, to_weight in zip(source.weights, target.weights):
+        to_weight.assign(from_weight.value)

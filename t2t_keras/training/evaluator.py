@@ -15,10 +15,14 @@ decode defaults, or `decode_hparams`), postprocessed and scored exactly as the d
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.translator import Translator
+from t2t_keras.models import factory
+from t2t_keras.system import decode_precision
 from t2t_keras.token_ids import PAD_ID
 from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
 
@@ -40,7 +44,10 @@ class Evaluator:
         self.score_sentences = score_sentences
         if score_sentences:
             decode_hparams = decode_hparams or problem.decode_settings()
-            self.translator = Translator(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
+            decode_hparams = dataclasses.replace(decode_hparams, precision=decode_precision(decode_hparams.precision))
+            # precision=bf16: a bfloat16 copy decodes, given the trained weights at each evaluation.
+            self.decode_model = factory.in_precision(model, decode_hparams.precision)
+            self.translator = Translator(self.decode_model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
             self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)
 
@@ -91,4 +98,6 @@ class Evaluator:
 
     def score(self):
         """The problem's `Score` of the beam-search outputs of the first dev sentences."""
+        if self.decode_model is not self.model:
+            factory.copy_weights(self.model, self.decode_model)
         return self.problem.score_outputs(self.translator.translate(self.sources), self.references)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_keras import registry
+from t2t_keras import registry, system
 from t2t_keras.data import datagen
 from t2t_keras.models.transformer import Encoded
 from t2t_keras.problem import Problem, VocabSpec
@@ -76,3 +76,15 @@ def test_source_gap_is_zero_when_the_encoder_output_is_zeroed(copy_run, monkeypa
     metrics = _evaluator(copy_run).evaluate()
     assert abs(metrics["source_gap"]) < 1e-4, metrics
     assert metrics["nll"] > 1.0, metrics  # and, blind to the source, the model no longer copies
+
+
+def test_bf16_dev_score_decodes_a_bfloat16_copy_of_the_current_weights(copy_run, monkeypatch):
+    monkeypatch.setattr(system, "bfloat16_units", lambda: "AVX512_BF16")
+    problem, data_dir, model, hparams = copy_run
+    evaluator = Evaluator(problem, data_dir, model, problem.load_vocabularies(data_dir), hparams,
+                          tf.distribute.OneDeviceStrategy("/cpu:0"), score_sentences=20,
+                          decode_hparams=problem.decode_settings("precision=bf16"))
+    assert {weight.dtype for weight in evaluator.decode_model.weights} == {"bfloat16"}
+    for weight in evaluator.decode_model.weights:  # stale weights: each evaluation copies the model's in
+        weight.assign(tf.zeros(weight.shape, weight.dtype))
+    assert evaluator.score().value > 50
