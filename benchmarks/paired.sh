@@ -3,9 +3,13 @@
 # measured: this machine drifts 20-30% between minutes, so only ratios of neighbouring runs
 # mean something. Prints each benchmark's JSON line as it comes and appends it to $OUT.
 #
-#   bash benchmarks/paired.sh decode [pairs]   # CTranslate2 float32, ours (+50), ours (+300)
-#   bash benchmarks/paired.sh train [pairs]    # keras-hub vs ours, fp32, tiny then base
+#   bash benchmarks/paired.sh decode [pairs]   # CTranslate2 float32 and int8 (one batch, two halves), ours
+#   bash benchmarks/paired.sh train [pairs]    # keras-hub vs ours, tiny then base
 #
+# Every peer runs in its better configuration: CTranslate2 both as one batch and as two halves
+# side by side (--parts 1|2), keras-hub with the malloc settings ours gets from
+# t2t_keras.system.keep_freed_memory. Ours and keras-hub run in each of $PRECISIONS (default:
+# fp32, and bf16 where the CPU has bfloat16 units).
 # Needs the peers' folder in $T2T_BENCH_DIR and their venvs (its setup_venvs.sh; $BENCH_VENVS, default /tmp/bench).
 # Run it alone: two benchmarks at once on 2 cores spoil each other.
 set -euo pipefail
@@ -18,6 +22,8 @@ pairs="${2:-3}"
 OUT="${OUT:-$here/results-$(date +%Y-%m-%d).jsonl}"
 ours="$repo/.venv/bin/python"
 export TF_CPP_MIN_LOG_LEVEL=2
+if grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo 2>/dev/null; then default_precisions="fp32 bf16"; else default_precisions="fp32"; fi
+precisions="${PRECISIONS:-$default_precisions}"
 
 run() {  # a benchmark command; its JSON line to stdout and $OUT
     local line
@@ -29,14 +35,22 @@ run() {  # a benchmark command; its JSON line to stdout and $OUT
 for pair in $(seq "$pairs"); do
     case "$what" in
         decode)
-            (cd "$bench" && run "$venvs/venv-torch/bin/python" decode_ct2.py)
-            run "$ours" "$here/decode_speed.py" --extra_length=50
-            run "$ours" "$here/decode_speed.py" --extra_length=300
+            for compute_type in float32 int8; do
+                for parts in 1 2; do
+                    (cd "$bench" && run "$venvs/venv-torch/bin/python" decode_ct2.py --compute_type "$compute_type" --parts "$parts")
+                done
+            done
+            for precision in $precisions; do
+                run "$ours" "$here/decode_speed.py" --precision "$precision"
+            done
             ;;
         train)
             for size in tiny base; do
-                (cd "$bench" && run "$venvs/venv-tf/bin/python" train_keras.py --size "$size" --impl keras_hub)
-                run "$ours" "$here/train_throughput.py" --size "$size" --precision fp32
+                for precision in $precisions; do
+                    (cd "$bench" && MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 \
+                        run "$venvs/venv-tf/bin/python" train_keras.py --size "$size" --impl keras_hub --precision "$precision")
+                    run "$ours" "$here/train_throughput.py" --size "$size" --precision "$precision"
+                done
             done
             ;;
         *) echo "error: the first argument is decode or train, not '$what'" >&2; exit 2 ;;
