@@ -67,13 +67,13 @@ def test_bf16_search_is_a_search_over_the_bf16_models_logits():
 
 
 def test_bf16_translations_are_fp32s_on_most_lines(trained_output_dir, bf16_units):
-    sentences = _val_sentences(60)
-    fp32 = Translator.from_run_dir(trained_output_dir, "beam_size=4,extra_length=20")
-    bf16 = Translator.from_run_dir(trained_output_dir, "beam_size=4,extra_length=20,precision=bf16")
+    sentences = _val_sentences(40)
+    fp32 = Translator.from_run_dir(trained_output_dir, "beam_size=4,extra_length=12")
+    bf16 = Translator.from_run_dir(trained_output_dir, "beam_size=4,extra_length=12,precision=bf16")
     assert bf16.decode_hparams.precision == "bf16"
     assert {weight.dtype for weight in bf16.model.weights} == {"bfloat16"}
     same = sum(a == b for a, b in zip(fp32.translate(sentences), bf16.translate(sentences)))
-    assert same >= 45, f"{same} of 60 lines as fp32's"
+    assert same >= 30, f"{same} of 40 lines as fp32's"
     # The scores too stay close: log P of fp32's outputs under both models.
     targets = fp32.translate(sentences[:10])
     np.testing.assert_allclose(bf16.score(sentences[:10], targets), fp32.score(sentences[:10], targets), rtol=0.05, atol=0.3)
@@ -114,12 +114,12 @@ def test_exported_bf16_savedmodel_decodes_as_the_in_process_bf16_translator(trai
     from t2t_keras.serving.exported_translator import ExportedTranslator
 
     monkeypatch.setattr(system, "bfloat16_units", lambda: None)
-    settings = "beam_size=4,extra_length=20,precision=bf16"
+    settings = "beam_size=2,extra_length=8,precision=bf16"
     path = exporter.export_run(trained_output_dir, str(tmp_path / "export"),
                                registry.problem("translate_ende_multi30k").decode_settings(settings))
     exported = ExportedTranslator(path)
     assert {v.dtype for v in exported.saved_model.variables if v.dtype.is_floating} == {tf.bfloat16}
     assert exported.metadata["decode_hparams"]["precision"] == "bf16"
-    sentences = _val_sentences(20)
+    sentences = _val_sentences(8)
     in_process = Translator.from_run_dir(trained_output_dir, settings, precision_fallback=False)
     assert exported.translate(sentences) == in_process.translate(sentences)

@@ -18,6 +18,7 @@ from tests.testing import assert_one_line_error, popen_interruptible, run_side_b
 pytestmark = pytest.mark.slow
 
 FAST = "--decode_hparams=beam_size=1,extra_length=3"
+LINES = 1200  # 5 windows of 256 lines (file_decoding.window_lines)
 
 
 def _decoder(*args):
@@ -26,11 +27,11 @@ def _decoder(*args):
 
 @pytest.fixture(scope="module")
 def long_input(tmp_path_factory):
-    """2000 lines: Multi30k train sentences, with empty lines among them."""
+    """LINES lines: Multi30k train sentences, with empty lines among them."""
     path = tmp_path_factory.mktemp("long") / "in.en"
     with gzip.open(os.path.join(MULTI30K_DIR, "train.en.gz"), "rt", encoding="utf-8") as handle:
-        lines = [next(handle).rstrip("\n") for _ in range(1997)]
-    for position in (0, 500, 1999):
+        lines = [next(handle).rstrip("\n") for _ in range(LINES - 3)]
+    for position in (0, 500, LINES - 1):
         lines.insert(position, "")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -45,7 +46,7 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
     for result in shard_runs:
         assert result.returncode == 0, result.stderr
     shards = [(tmp_path / f"sharded.shard-{i}-of-2").read_bytes() for i in (0, 1)]
-    assert [shard.count(b"\n") for shard in shards] == [1000, 1000]
+    assert [shard.count(b"\n") for shard in shards] == [LINES // 2, LINES // 2]
     reference = shards[0] + shards[1]
 
     output = tmp_path / "out.de"
@@ -57,7 +58,7 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
             snapshots += 1
             assert content.endswith(b"\n"), "a partial line was visible"
             assert reference.startswith(content), "the output is not a prefix of the finished file"
-        if content.count(b"\n") >= 900:
+        if content.count(b"\n") >= 2 * 256:
             process.send_signal(signal.SIGKILL)
             break
         time.sleep(0.05)
@@ -65,12 +66,12 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
     assert process.returncode == -signal.SIGKILL, "decoding ended before it could be killed"
     assert snapshots >= 2  # the file grew while decoding, batch window by batch window
     kept = output.read_bytes().count(b"\n")
-    assert 900 <= kept < 2000
+    assert 2 * 256 <= kept < LINES
 
     resumed = subprocess.run(_decoder(*run, f"--decode_to_file={output}"), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"resuming {output}: {kept} of 2000 input lines are done; decoding the {2000 - kept} left." in resumed.stderr
-    assert f"decoded {2000 - kept} lines" in resumed.stderr
+    assert f"resuming {output}: {kept} of {LINES} input lines are done; decoding the {LINES - kept} left." in resumed.stderr
+    assert f"decoded {LINES - kept} lines" in resumed.stderr
     assert output.read_bytes() == reference
     assert json.loads((tmp_path / "out.de.decode.json").read_text())["complete"] is True
 
@@ -111,5 +112,5 @@ def test_ctrl_c_keeps_the_lines_written_and_says_so_on_its_own_line(trained_outp
     assert process.returncode == 130, stderr
     kept = output.read_bytes().count(b"\n")
     last = stderr.rstrip("\n").split("\n")[-1]  # its own line: the progress bar ended before it
-    assert last == f"interrupted: {kept} of 2000 input lines are in {output}; rerun the same command to continue.", stderr
-    assert 256 <= kept < 2000
+    assert last == f"interrupted: {kept} of {LINES} input lines are in {output}; rerun the same command to continue.", stderr
+    assert 256 <= kept < LINES
