@@ -23,7 +23,6 @@ import os
 import re
 
 import numpy as np
-import tensorflow as tf
 
 from t2t_keras import files, registry
 from t2t_keras.errors import UsageError
@@ -119,6 +118,8 @@ class RunDir:
 
     def checkpoints(self) -> list[str]:
         """Checkpoint paths, oldest first (as the checkpoint state file lists them)."""
+        import tensorflow as tf
+
         state = tf.train.get_checkpoint_state(self.path)
         if state is None:
             return []
@@ -133,7 +134,7 @@ class RunDir:
     def require_checkpoint(self, checkpoint_path: str | None = None) -> str:
         """`checkpoint_path`, or the latest checkpoint; a UsageError if there is none."""
         if checkpoint_path:
-            if not tf.io.gfile.exists(checkpoint_path + ".index"):
+            if not files.exists(checkpoint_path + ".index"):
                 raise UsageError(f"--checkpoint_path={checkpoint_path}: no such checkpoint (no {checkpoint_path}.index).")
             return checkpoint_path
         latest = self.latest_checkpoint()
@@ -155,6 +156,8 @@ def holds_training_state(run_dir: RunDir, checkpoint_path: str) -> bool:
     if run_dir.run_info().get("weights_only"):
         return False
     if files.is_local(checkpoint_path):
+        import tensorflow as tf
+
         return any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(checkpoint_path))
     return True
 
@@ -171,7 +174,7 @@ def resolve_checkpoint(path: str, flag: str) -> tuple[RunDir, str]:
         if latest is None:
             raise UsageError(f"{flag}={path} has no checkpoint.")
         return run_dir, latest
-    if tf.io.gfile.exists(expanded + ".index"):
+    if files.exists(expanded + ".index"):
         run_dir = RunDir(os.path.dirname(expanded))
         if not run_dir.exists():
             raise UsageError(f"{flag}={path}: {run_dir.path} is not a directory t2t-keras-trainer wrote (no hparams.json).")
@@ -190,6 +193,8 @@ def checkpoint_step(path: str) -> int:
 def checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str, max_to_keep: int | None) -> tf.train.CheckpointManager:
     """The manager of `ckpt-<step>` files in `directory`. It writes the state file after the
     data, so a kill during a save leaves the previous checkpoint as the latest."""
+    import tensorflow as tf
+
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name=CHECKPOINT_PREFIX)
 
 
@@ -208,6 +213,8 @@ def build_model(run_dir: RunDir, dtype=None):
 def restore_model(run_dir: RunDir, checkpoint_path: str | None = None, precision: str = "fp32"):
     """(The model of `run_dir` with the weights of `checkpoint_path` (default: the latest), that
     path); with precision "bf16", the model in bfloat16 (`factory.in_precision`)."""
+    import tensorflow as tf
+
     from t2t_keras.models import factory
 
     path = run_dir.require_checkpoint(checkpoint_path)
@@ -223,6 +230,8 @@ def write_weights_run_dir(source: RunDir, model, step: int, target_path: str, re
     The directory is built under a temporary name and swapped in whole, so `target_path`
     always holds a complete earlier version or the new one.
     """
+    import tensorflow as tf
+
     with files.atomic_path(target_path) as temporary:
         files.makedirs(temporary)
         for name in ("hparams.json", "vocab.spm.model", "target.spm.model"):
@@ -240,6 +249,8 @@ def average_checkpoints(output_dir: str, num_last: int, avg_dir: str) -> str:
     `avg_dir` becomes an output_dir of its own (see `write_weights_run_dir`), its checkpoint
     named after the newest averaged step. Returns the new checkpoint's path.
     """
+    import tensorflow as tf
+
     source = RunDir(output_dir)
     paths = source.checkpoints()
     if not paths:

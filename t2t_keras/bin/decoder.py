@@ -66,7 +66,7 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if FLAGS.output_dir and not FLAGS.decode_from_file and not FLAGS.decode_interactive:
         raise UsageError("say what to decode: --decode_from_file=FILE or --decode_interactive.")
-    run_dir, problem, decode_hparams = common_flags.load_trained_run()
+    run_dir, problem, decode_hparams = common_flags.load_trained_run(check_checkpoint=False)
     if not 1 <= FLAGS.n_best <= decode_hparams.beam_size:
         raise UsageError(f"--n_best={FLAGS.n_best}: choose 1 to beam_size ({decode_hparams.beam_size}).")
     if not 0 <= FLAGS.decode_shard_id < FLAGS.decode_shards:
@@ -83,8 +83,9 @@ def main(argv) -> int:
         raise UsageError(f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, --decode_from_file has {total}; they must be aligned.")
     if FLAGS.score_file:
         return _score(run_dir, decode_hparams, ensemble)
+    run_dir.require_checkpoint(FLAGS.checkpoint_path)  # TensorFlow loads here, once the flags are known to be good
 
-    from t2t_keras.decoding.translator import Translator  # TensorFlow loads here, once the flags are known to be good
+    from t2t_keras.decoding.translator import Translator
     from t2t_keras.system import cores_for_decoding
 
     decode_hparams = dataclasses.replace(decode_hparams, parallel_parts=cores_for_decoding(decode_hparams.parallel_parts))
@@ -192,6 +193,7 @@ def _score(run_dir, decode_hparams, ensemble) -> int:
     targets = file_decoding.read_source_lines(FLAGS.score_file, file_decoding.DecodeReport(), "--score_file")
     if len(targets) != len(sources):
         raise UsageError(f"--score_file={FLAGS.score_file} has {len(targets)} lines, --decode_from_file has {len(sources)}; they must be aligned.")
+    run_dir.require_checkpoint(FLAGS.checkpoint_path)  # TensorFlow loads here
     from t2t_keras.decoding.translator import Translator
 
     # Scoring is one forward pass per batch, which wants every core per op: TensorFlow's default threads.

@@ -69,10 +69,11 @@ def decode_settings_help() -> str:
     )
 
 
-def load_trained_run():
+def load_trained_run(check_checkpoint: bool = True):
     """(RunDir, problem, DecodeHParams) named by those flags, checked before TensorFlow loads:
-    one-line errors for a directory the trainer did not write, a missing checkpoint or an
-    unknown decode hparam."""
+    one-line errors for a directory the trainer did not write or an unknown decode hparam; then,
+    with `check_checkpoint`, for a missing checkpoint (finding the latest loads TensorFlow: a
+    command with flags of its own to check calls `run_dir.require_checkpoint` after them)."""
     from t2t_keras.checkpoints import RunDir
 
     if not FLAGS.output_dir:
@@ -81,7 +82,8 @@ def load_trained_run():
     run_dir.hparams()
     problem = run_dir.problem()
     decode_hparams = problem.decode_settings(FLAGS.decode_hparams)
-    run_dir.require_checkpoint(FLAGS.checkpoint_path)
+    if check_checkpoint:
+        run_dir.require_checkpoint(FLAGS.checkpoint_path)
     return run_dir, problem, decode_hparams
 
 

@@ -160,6 +160,25 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         assert_one_line_error(result, message)
 
 
+def test_bad_flags_are_refused_before_tensorflow_loads(trained_output_dir, tmp_path):
+    """The decoder checks its flags, the run dir and the decode settings first: a mistake costs
+    a second, not TensorFlow's start-up."""
+    source = tmp_path / "in.en"
+    source.write_text("A dog.\n")
+    probe = (
+        "import runpy, sys\n"
+        "try:\n"
+        "    runpy.run_module('t2t_keras.bin.decoder', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    print(e.code, 'tensorflow' in sys.modules)\n"
+    )
+    for bad in ("--n_best=9", "--decode_hparams=beam_sise=2", "--decode_shards=2 --decode_shard_id=2"):
+        argv = ["decoder", f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", *bad.split()]
+        result = subprocess.run([sys.executable, "-c", f"import sys; sys.argv = {argv!r}\n" + probe],
+                                capture_output=True, text=True)
+        assert result.stdout.split() == ["2", "False"], (bad, result.stdout, result.stderr)
+
+
 def test_n_best_with_scores_and_score_file_on_the_command_line(trained_output_dir, tmp_path):
     source = tmp_path / "in.en"
     source.write_text("A dog runs.\n\nTwo women sing.\n")
