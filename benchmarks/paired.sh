@@ -22,8 +22,10 @@ pairs="${2:-3}"
 OUT="${OUT:-$here/results-$(date +%Y-%m-%d).jsonl}"
 ours="$repo/.venv/bin/python"
 export TF_CPP_MIN_LOG_LEVEL=2
-if grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo 2>/dev/null; then default_precisions="fp32 bf16"; else default_precisions="fp32"; fi
-precisions="${PRECISIONS:-$default_precisions}"
+if [ -z "${PRECISIONS:-}" ]; then  # t2t_keras.system.bfloat16_units decides, as the decoder's fallback does
+    PRECISIONS="$("$ours" -c 'from t2t_keras.system import bfloat16_units; print("fp32 bf16" if bfloat16_units() else "fp32")' 2>/dev/null)"
+fi
+precisions="$PRECISIONS"
 
 run() {  # a benchmark command; its JSON line to stdout and $OUT
     local line

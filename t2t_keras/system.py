@@ -2,6 +2,7 @@
 
 import ctypes
 import ctypes.util
+import dataclasses
 import os
 
 from absl import logging
@@ -71,6 +72,9 @@ def cores_for_decoding(requested: int) -> int:
     return parts
 
 
+BFLOAT16_UNITS = "a CPU with AVX512_BF16 or AMX, or a GPU of compute capability 8.0+"
+
+
 def bfloat16_units() -> str | None:
     """What multiplies bfloat16 matrices natively here: "GPU" (compute capability 8.0 or
     more), "AMX" or "AVX512_BF16" (the CPU's flags), or None. Elsewhere TensorFlow still runs
@@ -88,11 +92,11 @@ def bfloat16_units() -> str | None:
     return "AMX" if "amx_bf16" in flags else "AVX512_BF16" if "avx512_bf16" in flags else None
 
 
-def decode_precision(requested: str) -> str:
-    """The precision to decode in: `requested` ("fp32" or "bf16"), except bf16 on a machine
-    without bfloat16 units (`bfloat16_units`), which decodes in fp32 and says so in one line."""
-    if requested == "bf16" and bfloat16_units() is None:
-        logging.warning("precision=bf16: this machine has no bfloat16 units (a CPU with AVX512_BF16 or AMX, "
-                        "or a GPU of compute capability 8.0+), where bf16 is no faster than fp32; decoding in fp32.")
-        return "fp32"
-    return requested
+def decode_precision(decode_hparams):
+    """`decode_hparams` (a DecodeHParams) as this machine decodes them: precision=bf16 becomes
+    fp32 where there are no bfloat16 units (`bfloat16_units`), with one line saying so."""
+    if decode_hparams.precision == "bf16" and bfloat16_units() is None:
+        logging.warning(f"precision=bf16: this machine has no bfloat16 units ({BFLOAT16_UNITS}), where bf16 is no "
+                        "faster than fp32; decoding in fp32.")
+        return dataclasses.replace(decode_hparams, precision="fp32")
+    return decode_hparams

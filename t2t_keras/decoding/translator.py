@@ -13,8 +13,6 @@ the graph as they are; `translate` and `score` are their Python face:
 
 from __future__ import annotations
 
-import dataclasses
-
 import tensorflow as tf
 
 from t2t_keras.decoding import batch_decoding
@@ -78,7 +76,7 @@ class Translator(tf.Module):
         if not isinstance(decode_hparams, DecodeHParams):
             decode_hparams = problem.decode_settings(decode_hparams or "", "decode_hparams")
         if precision_fallback:
-            decode_hparams = dataclasses.replace(decode_hparams, precision=decode_precision(decode_hparams.precision))
+            decode_hparams = decode_precision(decode_hparams)
         precision = decode_hparams.precision
         model, path = restore_model(run_dir, checkpoint_path, precision)
         vocabularies = run_dir.vocabularies()

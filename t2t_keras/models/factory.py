@@ -42,13 +42,5 @@ def in_precision(model, precision: str):
         return model
     copy = type(model).from_hparams(model.hparams, model.vocab_size, model.target_vocab_size,
                                     dtype=PRECISION_DTYPES[precision], structure_tokens=model.structure_tokens)
-    copy_weights(model, copy)
+    copy.set_weights(model.get_weights())  # Keras casts each weight to the copy's dtype
     return copy
-
-
-def copy_weights(source, target) -> None:
-    """Assigns `source`'s weights to `target`, a model of the same hparams (cast to its dtype)."""
-    if len(source.weights) != len(target.weights):
-        raise ValueError(f"copy_weights: {len(source.weights)} weights into {len(target.weights)}; the models differ.")
-    for from_weight, to_weight in zip(source.weights, target.weights):
-        to_weight.assign(from_weight.value)

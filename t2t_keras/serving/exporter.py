@@ -34,7 +34,7 @@ from absl import logging
 from t2t_keras import files
 from t2t_keras.checkpoints import RunDir, checkpoint_step
 from t2t_keras.errors import UsageError
-from t2t_keras.system import bfloat16_units
+from t2t_keras.system import BFLOAT16_UNITS, bfloat16_units
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 METADATA_FILE = os.path.join("assets.extra", "t2t_keras_export.json")
@@ -131,8 +131,8 @@ def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path
     if not decode_hparams.max_input_tokens:  # a served request costs at most what the model was trained on
         decode_hparams = dataclasses.replace(decode_hparams, max_input_tokens=run_dir.hparams().max_length)
     if decode_hparams.precision == "bf16" and bfloat16_units() is None:
-        logging.info("Exporting a bf16 SavedModel: it decodes faster than fp32 where it is served on bfloat16 units "
-                     "(AVX512_BF16, AMX, or a GPU of compute capability 8.0+); this machine has none.")
+        logging.info(f"Exporting a bf16 SavedModel: it decodes faster than fp32 where it is served on bfloat16 units "
+                     f"({BFLOAT16_UNITS}); this machine has none.")
     # The serving machine's precision, not this one's: no fallback to fp32.
     translator = Translator.from_run_dir(output_dir, decode_hparams, checkpoint, precision_fallback=False)
     return export_saved_model(translator, export_dir, version)

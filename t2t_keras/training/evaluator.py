@@ -15,8 +15,6 @@ decode defaults, or `decode_hparams`), postprocessed and scored exactly as the d
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 
@@ -44,7 +42,7 @@ class Evaluator:
         self.score_sentences = score_sentences
         if score_sentences:
             decode_hparams = decode_hparams or problem.decode_settings()
-            decode_hparams = dataclasses.replace(decode_hparams, precision=decode_precision(decode_hparams.precision))
+            decode_hparams = decode_precision(decode_hparams)
             # precision=bf16: a bfloat16 copy decodes, given the trained weights at each evaluation.
             self.decode_model = factory.in_precision(model, decode_hparams.precision)
             self.translator = Translator(self.decode_model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
@@ -99,5 +97,5 @@ class Evaluator:
     def score(self):
         """The problem's `Score` of the beam-search outputs of the first dev sentences."""
         if self.decode_model is not self.model:
-            factory.copy_weights(self.model, self.decode_model)
+            self.decode_model.set_weights(self.model.get_weights())
         return self.problem.score_outputs(self.translator.translate(self.sources), self.references)
