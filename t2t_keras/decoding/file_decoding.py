@@ -62,8 +62,9 @@ def decode_stream(translator, problem, numbered_lines: Iterator[tuple[int, str]]
 
 
 def window_lines(hparams) -> int:
-    """Lines read, sorted and decoded together: 8 batches' worth, at least 256."""
-    return max(256, 8 * hparams.sentences_per_batch)
+    """Lines read, sorted and decoded together: 8 batches' worth (256 at the default 32 a batch),
+    enough for the length sort to fill batches with sentences of like length."""
+    return 8 * hparams.sentences_per_batch
 
 
 def output_lines(outputs: list[list[Hypothesis]], with_scores: bool = False) -> list[str]:

@@ -17,8 +17,9 @@ from tests.testing import assert_one_line_error, popen_interruptible, run_side_b
 
 pytestmark = pytest.mark.slow
 
-FAST = "--decode_hparams=beam_size=1,extra_length=3"
-LINES = 1200  # 5 windows of 256 lines (file_decoding.window_lines)
+FAST = "--decode_hparams=beam_size=1,extra_length=3,sentences_per_batch=8"
+WINDOW = 64  # lines: 8 batches of 8 (file_decoding.window_lines)
+LINES = 5 * WINDOW - 20
 
 
 def _decoder(*args):
@@ -31,7 +32,7 @@ def long_input(tmp_path_factory):
     path = tmp_path_factory.mktemp("long") / "in.en"
     with gzip.open(os.path.join(MULTI30K_DIR, "train.en.gz"), "rt", encoding="utf-8") as handle:
         lines = [next(handle).rstrip("\n") for _ in range(LINES - 3)]
-    for position in (0, 500, LINES - 1):
+    for position in (0, 2 * WINDOW + 10, LINES - 1):
         lines.insert(position, "")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -58,7 +59,7 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
             snapshots += 1
             assert content.endswith(b"\n"), "a partial line was visible"
             assert reference.startswith(content), "the output is not a prefix of the finished file"
-        if content.count(b"\n") >= 2 * 256:
+        if content.count(b"\n") >= 2 * WINDOW:
             process.send_signal(signal.SIGKILL)
             break
         time.sleep(0.05)
@@ -66,7 +67,7 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
     assert process.returncode == -signal.SIGKILL, "decoding ended before it could be killed"
     assert snapshots >= 2  # the file grew while decoding, batch window by batch window
     kept = output.read_bytes().count(b"\n")
-    assert 2 * 256 <= kept < LINES
+    assert 2 * WINDOW <= kept < LINES
 
     resumed = subprocess.run(_decoder(*run, f"--decode_to_file={output}"), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
@@ -104,7 +105,7 @@ def test_ctrl_c_keeps_the_lines_written_and_says_so_on_its_own_line(trained_outp
     )
     deadline = time.time() + 300
     while time.time() < deadline and process.poll() is None:
-        if output.exists() and output.read_bytes().count(b"\n") >= 256:
+        if output.exists() and output.read_bytes().count(b"\n") >= WINDOW:
             process.send_signal(signal.SIGINT)
             break
         time.sleep(0.05)
@@ -113,4 +114,4 @@ def test_ctrl_c_keeps_the_lines_written_and_says_so_on_its_own_line(trained_outp
     kept = output.read_bytes().count(b"\n")
     last = stderr.rstrip("\n").split("\n")[-1]  # its own line: the progress bar ended before it
     assert last == f"interrupted: {kept} of {LINES} input lines are in {output}; rerun the same command to continue.", stderr
-    assert 256 <= kept < LINES
+    assert WINDOW <= kept < LINES
