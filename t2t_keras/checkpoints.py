@@ -58,6 +58,23 @@ class RunDir:
         """The target's vocabulary, present only when it is not shared."""
         return os.path.join(self.path, "target.spm.model")
 
+    @property
+    def shortlist_path(self) -> str:
+        """The lexical shortlist of the run's training pairs (`decoding.shortlist`)."""
+        return os.path.join(self.path, "shortlist.npz")
+
+    def shortlist(self):
+        """The run's `Shortlist`, for the shortlist decode setting."""
+        from t2t_keras.decoding.shortlist import Shortlist
+
+        if not files.isfile(self.shortlist_path):
+            raise UsageError(
+                f"{self.shortlist_path} is missing (runs trained before shortlists existed have none): rerun the "
+                "run's t2t-keras-trainer command (it writes the file from --data_dir and trains no further) and copy "
+                "it into averaged or best directories, or decode with shortlist=0."
+            )
+        return Shortlist.load(self.shortlist_path)
+
     def ensure_writable(self) -> None:
         files.ensure_writable_dir(self.path, "--output_dir")
 
@@ -234,7 +251,7 @@ def write_weights_run_dir(source: RunDir, model, step: int, target_path: str, re
 
     with files.atomic_path(target_path) as temporary:
         files.makedirs(temporary)
-        for name in ("hparams.json", "vocab.spm.model", "target.spm.model"):
+        for name in ("hparams.json", "vocab.spm.model", "target.spm.model", "shortlist.npz"):
             if files.isfile(os.path.join(source.path, name)):
                 files.copy_atomically(os.path.join(source.path, name), os.path.join(temporary, name))
         info = {key: value for key, value in source.run_info().items() if key not in ("evaluations", "best")}

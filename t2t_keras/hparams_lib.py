@@ -31,6 +31,8 @@ from t2t_keras.errors import UsageError
 MODEL = "model"
 TRAINING = "training"
 DECODING = "decoding"
+SHORTLIST_MAX_PER_SOURCE = 100  # what a run dir's shortlist keeps (decoding.shortlist)
+SHORTLIST_MAX_FREQUENT = 1000
 
 # Fields renamed or replaced since earlier releases: an old name gets an error naming the new one.
 RENAMED = {
@@ -217,6 +219,14 @@ class DecodeHParams:
         "is used, with one line saying so (the exporter writes a bf16 SavedModel anyway, for the serving machine)",
     )
 
+    shortlist: int = _field(
+        0, DECODING,
+        "if > 0: beam search chooses among each batch's shortlisted tokens only, those this many most associated "
+        "with any of its source tokens in the training pairs, and the shortlist_frequent most frequent (at most "
+        "100; faster: the output product covers only them); 0 = the whole vocabulary",
+    )
+    shortlist_frequent: int = _field(100, DECODING, "shortlist: the most frequent target tokens always in it (at most 1000)")
+
     @property
     def sampling(self) -> bool:
         return self.sampling_top_k != 0
@@ -224,13 +234,19 @@ class DecodeHParams:
     def validated(self) -> "DecodeHParams":
         if (self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0
                 or self.parallel_parts < 0 or self.batch_tokens < 0 or self.sampling_top_k < -1
-                or self.sampling_temperature <= 0 or self.max_input_tokens < 0 or self.max_input_tokens == 1):
+                or self.sampling_temperature <= 0 or self.max_input_tokens < 0 or self.max_input_tokens == 1
+                or not 0 <= self.shortlist <= SHORTLIST_MAX_PER_SOURCE
+                or not 0 <= self.shortlist_frequent <= SHORTLIST_MAX_FREQUENT):
             raise UsageError(
                 "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, alpha >= 0, "
                 "parallel_parts >= 0, batch_tokens >= 0, sampling_top_k >= -1, sampling_temperature > 0, "
-                "max_input_tokens 0 or >= 2; "
+                f"max_input_tokens 0 or >= 2, shortlist 0 to {SHORTLIST_MAX_PER_SOURCE}, shortlist_frequent 0 to "
+                f"{SHORTLIST_MAX_FREQUENT}; "
                 f"got {self}."
             )
+        if self.shortlist and self.sampling:
+            raise UsageError("--decode_hparams: shortlist is for beam search; sampling draws from the whole vocabulary "
+                             "(set shortlist=0 or sampling_top_k=0).")
         return self
 
 

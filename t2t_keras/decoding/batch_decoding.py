@@ -37,32 +37,37 @@ def _reorder_cache(cache, reorder_fn):  # the self-attention caches follow their
 
 
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
-                 wrap_step: Callable | None = None, cached: bool = True):
+                 wrap_step: Callable | None = None, cached: bool = True, shortlist=None):
     """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
     once, its keys and values are projected once per layer (`init_cache`), and every step
     feeds one token per hypothesis. `cached=False` runs the whole decoder over each
     hypothesis's prefix at every step instead (the reference the cache must match, and the
     baseline it is timed against). `wrap_step` wraps the step function (the benchmarks force
-    a fixed number of steps with it). Returns a `beam_search.BeamSearchResult`."""
+    a fixed number of steps with it). With a `shortlist.Shortlist`, the search chooses among
+    the batch's shortlisted tokens only, and the step computes only their logits. Returns a
+    `beam_search.BeamSearchResult`."""
     import tensorflow as tf
 
     from t2t_keras.decoding.beam_search import beam_search
 
+    vocabulary = shortlist.vocabulary(input_ids) if shortlist is not None else None
     encoded = model.encode(input_ids, training=False)
     if cached:
-        state, step, reorder_state = model.init_cache(encoded, beam_size), model.decode_step, _reorder_cache
+        state, step, reorder_state = model.init_cache(encoded, beam_size, vocabulary), model.decode_step, _reorder_cache
     else:
-        (state, step), reorder_state = _uncached_step(model, encoded, beam_size, max_lengths), None
+        (state, step), reorder_state = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary), None
     filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
     return beam_search(
         wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
         eos_id=EOS_ID, reorder_state=reorder_state, token_filter=token_filter, filter_state=filter_state,
+        vocabulary=vocabulary,
     )
 
 
-def _uncached_step(model, encoded, beam_size: int, max_lengths):
+def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None):
     """(initial state, step function) of the uncached search: the state is each hypothesis's
-    prefix, and a step runs `model.decode` over all of it to read the logits at `index`."""
+    prefix, and a step runs `model.decode` over all of it to read the logits at `index`
+    (the columns of `vocabulary` only, if given)."""
     import tensorflow as tf
 
     from t2t_keras.decoding.beam_search import tile_for_beams
@@ -73,7 +78,8 @@ def _uncached_step(model, encoded, beam_size: int, max_lengths):
         rows = tf.range(tf.shape(ids)[0])
         prefix = tf.tensor_scatter_nd_update(prefix, tf.stack([rows, tf.fill(tf.shape(ids), index)], axis=1), ids)
         targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)  # decode() shifts right
-        return model.decode(targets, encoded)[:, index], prefix
+        logits = model.decode(targets, encoded)[:, index]
+        return (logits if vocabulary is None else tf.gather(logits, vocabulary, axis=1)), prefix
 
     prefix = tf.zeros([tf.shape(max_lengths)[0] * beam_size, tf.reduce_max(max_lengths)], tf.int32)
     return prefix, step

@@ -75,6 +75,7 @@ def beam_search(
     reorder_state: Callable | None = None,
     token_filter: TokenFilter | None = None,
     filter_state=None,
+    vocabulary=None,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
 
@@ -92,8 +93,12 @@ def beam_search(
         Parts shared by all beams of a sentence (the encoder output) can be skipped.
       token_filter: restricts the next tokens (`TokenFilter`); `filter_state` is its
         `initial_state`.
+      vocabulary: int32 [V'] ascending token ids, one per logits column, EOS among them: the
+        step's logits cover only these tokens (a `Shortlist`), and log-probabilities are
+        normalised over them; None: the columns are the whole vocabulary.
     """
     max_lengths = tf.cast(max_lengths, tf.int32)
+    eos_column = eos_id if vocabulary is None else tf.searchsorted(vocabulary, [eos_id])[0]
     max_length = tf.maximum(tf.reduce_max(max_lengths), 0)  # 0 for an empty batch
     row_max_lengths = tf.repeat(max_lengths, beam_size)
     K = beam_size
@@ -127,7 +132,10 @@ def beam_search(
         choosable = logits
         if token_filter is not None:
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
-            choosable = tf.where(token_filter.allowed(filter_state, room), logits, NEG_INF)
+            allowed = token_filter.allowed(filter_state, room)
+            if vocabulary is not None:
+                allowed = tf.gather(allowed, vocabulary, axis=1)
+            choosable = tf.where(allowed, logits, NEG_INF)
 
         # Each hypothesis's 2K best next tokens (all of a smaller vocabulary), ranked by logit
         # (the same order as by log-probability within a row); at a sentence's last position
@@ -138,7 +146,9 @@ def beam_search(
         log_normalizers, _ = log_normalizers_at(logits, most_likely)
         log_normalizers = log_normalizers[:, None]
         row_log_probs = row_logits - log_normalizers
-        eos_log_probs = logits[:, eos_id : eos_id + 1] - log_normalizers
+        eos_log_probs = logits[:, eos_column : eos_column + 1] - log_normalizers
+        if vocabulary is not None:
+            row_tokens = tf.gather(vocabulary, row_tokens)  # columns -> token ids
         at_limit = (room <= 0)[:, None]
         first = tf.range(row_k)[None, :] == 0
         row_log_probs = tf.where(at_limit, tf.where(first, eos_log_probs, NEG_INF), row_log_probs)
@@ -283,7 +293,10 @@ def sample(
         choosable = logits
         if token_filter is not None:
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
-            choosable = tf.where(token_filter.allowed(filter_state, room), logits, NEG_INF)
+            allowed = token_filter.allowed(filter_state, room)
+            if vocabulary is not None:
+                allowed = tf.gather(allowed, vocabulary, axis=1)
+            choosable = tf.where(allowed, logits, NEG_INF)
         vocab_size = tf.shape(logits)[1]
         tempered = choosable / temperature
         if top_k > 0:

@@ -38,8 +38,10 @@ class Translator(tf.Module):
         when decode_hparams.constrained.
     """
 
-    def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, token_filter=None, problem=None):
+    def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, token_filter=None, problem=None,
+                 shortlist=None):
         super().__init__(name="translator")
+        self.shortlist = shortlist  # a `shortlist.Shortlist`: beam search over each batch's shortlisted tokens
         self.model = model
         self.problem = problem  # for its output form (postprocess_output); None: the raw text
         self.vocabularies = vocabularies
@@ -64,7 +66,7 @@ class Translator(tf.Module):
         Restores the latest checkpoint (or `checkpoint_path`) and searches with the problem's
         decode defaults, overridden by `decode_hparams` (a DecodeHParams, or "beam_size=5,alpha=1.0").
         With `ensemble` (more run dirs or checkpoints, sharing the vocabularies), decodes with
-        the average of all the models' next-token probabilities. The restored checkpoints'
+        the average of all the models' next-token probabilities (shortlist: the first run's). The restored checkpoints'
         paths are `checkpoint_paths` (`checkpoint_path`: the first). precision=bf16 falls back
         to fp32 on a machine without bfloat16 units (`system.decode_precision`), unless not
         `precision_fallback` (the exporter: the SavedModel is for the serving machine).
@@ -91,7 +93,9 @@ class Translator(tf.Module):
                 models.append(restore_model(member_dir, member_path, precision)[0])
                 paths.append(member_path)
             model = Ensemble(models)
-        translator = cls(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
+        shortlist = (run_dir.shortlist().limited(decode_hparams.shortlist, decode_hparams.shortlist_frequent)
+                     if decode_hparams.shortlist else None)
+        translator = cls(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem, shortlist)
         translator.checkpoint_path, translator.checkpoint_paths = path, paths
         return translator
 
@@ -143,7 +147,7 @@ class Translator(tf.Module):
     def _search(self, input_ids):
         hp = self.decode_hparams
         return batch_decoding.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
-                                           self.token_filter)
+                                           self.token_filter, shortlist=self.shortlist)
 
     def _sample(self, input_ids, seeds):
         hp = self.decode_hparams

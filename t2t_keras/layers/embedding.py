@@ -53,14 +53,21 @@ class SharedEmbedding(keras.layers.Layer):
         logits = tf.cast(_logits(flat, table), tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
-    def step_logits(self, inputs):
-        """`logits` of one decoding step's few rows: [N, d_model] -> float32 [N, vocab_size].
+    def output_table(self, vocabulary=None):
+        """The rows `step_logits` multiplies by: the whole table, or with `vocabulary` (token
+        ids [V']) only theirs, gathered once per search (a shortlist's)."""
+        table = self._table()
+        return table if vocabulary is None else tf.gather(table, vocabulary)
+
+    def step_logits(self, inputs, table=None):
+        """`logits` of one decoding step's few rows: [N, d_model] -> float32 [N, rows of table],
+        `table` from `output_table` (default: the whole table, [N, vocab_size]).
 
         In the orientation `choose_step_orientation` found faster: x @ table^T as `logits`, or
         (table @ x^T)^T. Which one wins for a few hundred rows depends on the CPU (AVX2 and
         AVX-512 machines disagree: EXPERIMENTS.md, "Hand-written kernels").
         """
-        table = self._table()
+        table = self._table() if table is None else table
         inputs = tf.cast(inputs, table.dtype)
         if self.step_transposed:
             return tf.cast(tf.transpose(tf.matmul(table, inputs, transpose_b=True)), tf.float32)

@@ -38,6 +38,7 @@ class DecoderCache(NamedTuple):
     memory_values: tuple  # per layer [B, h, S, d_v]
     memory_mask: object  # [B, 1, S] bool
     copied: object  # [B * K] int32: copied tokens fed so far (see CopyPositionEncoding; 0 without it)
+    output_table: object  # [V', d]: the output embedding rows of the tokens the search may choose (all V, or a shortlist's)
 
     def reorder(self, reorder_fn) -> "DecoderCache":
         """The cache with each hypothesis's self-attention keys/values moved by `reorder_fn`.
@@ -217,11 +218,12 @@ class Transformer(keras.Model):
             weights["encoder_decoder"].append(layer_weights["encoder_decoder"])
         return weights
 
-    def init_cache(self, encoded: Encoded, beam_size: int = 1) -> DecoderCache:
+    def init_cache(self, encoded: Encoded, beam_size: int = 1, vocabulary=None) -> DecoderCache:
         """The cache before the first decoding step of `beam_size` hypotheses per sentence:
-        empty self-attention caches (one row per hypothesis, beam-major within a sentence)
-        and the cross-attention keys and values of the encoder output (one row per sentence,
-        shared by its hypotheses)."""
+        empty self-attention caches (one row per hypothesis, beam-major within a sentence),
+        the cross-attention keys and values of the encoder output (one row per sentence,
+        shared by its hypotheses), and the output embedding rows of `vocabulary` (token ids
+        [V'], a shortlist: the steps' logits cover those tokens only; None: all)."""
         batch_size = ops.shape(encoded.outputs)[0] * beam_size
         keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
         memory = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
@@ -232,11 +234,12 @@ class Transformer(keras.Model):
             memory_values=tuple(v for _, v in memory),
             memory_mask=encoded.mask,
             copied=ops.zeros((batch_size,), "int32"),
+            output_table=self.softmax_projection.output_table(vocabulary),
         )
 
     def decode_step(self, ids, index, cache: DecoderCache):
         """Feeds `ids` [B * K] at position `index` (= the cache's length); returns (next-token
-        logits [B * K, V] float32, the cache one position longer)."""
+        logits [B * K, V] float32 (V: the cache's output_table rows), the cache one position longer)."""
         x, copied = self._embed_targets(ids[:, None], index, training=False, copied_before=cache.copied)
         x = ops.reshape(x, (-1, self.hparams.hidden_size))  # [B * K, d]: the step runs on rank-2 tensors
         keys, values = [], []
@@ -247,7 +250,7 @@ class Transformer(keras.Model):
             keys.append(layer_keys)
             values.append(layer_values)
         cache = cache._replace(keys=tuple(keys), values=tuple(values), copied=copied)
-        return self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x)), cache
+        return self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), cache.output_table), cache
 
     def _embed_sources(self, ids, training):
         x = self.source_embedding(ids)

@@ -32,7 +32,7 @@ class Evaluator:
     """Computes dev metrics for the current weights of `model`."""
 
     def __init__(self, problem, data_dir, model, vocabularies, hparams, strategy, eval_steps=0, score_sentences=100,
-                 decode_hparams=None):
+                 decode_hparams=None, shortlist=None):
         self.problem = problem
         self.data_dir = data_dir
         self.model = model
@@ -45,7 +45,8 @@ class Evaluator:
             decode_hparams = decode_precision(decode_hparams)
             # precision=bf16: a bfloat16 copy decodes, given the trained weights at each evaluation.
             self.decode_model = factory.in_precision(model, decode_hparams.precision)
-            self.translator = Translator(self.decode_model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem)
+            self.translator = Translator(self.decode_model, vocabularies, decode_hparams, problem.token_filter(vocabularies),
+                                         problem, shortlist)
             self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)
 

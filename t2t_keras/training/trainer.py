@@ -26,6 +26,7 @@ import time
 import tensorflow as tf
 from absl import logging
 
+from t2t_keras import files
 from t2t_keras.checkpoints import (
     BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step, holds_training_state, resolve_checkpoint,
 )
@@ -94,6 +95,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         )
     start_step = checkpoint_step(latest) if latest else 0
     stopped = _early_stop_record(run_dir, best_metric, settings.early_stopping_patience)
+    if chief and (stopped or start_step >= settings.train_steps):  # a run dir of an earlier version gets one
+        _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, settings.warm_start_from)
     if stopped:
         logging.info("%s stopped early at step %d: no better dev %s in %d evaluations since step %d.",
                      run_dir.path, stopped["step"], stopped["metric"], stopped["patience"], stopped["best_step"])
@@ -117,6 +120,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         if structure_tokens is not None:  # so a restore needs no problem catalog
             record["structure_tokens"] = structure_tokens
         run_dir.write(hparams, problem, vocabularies, **record)
+        _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, settings.warm_start_from)
         if best_metric:
             best = BestCheckpoint(run_dir, best_metric, higher_is_better=best_metric != "loss")
             best.recover()
@@ -145,9 +149,12 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             input_context=context, seed=settings.seed,
         ).skip(skip)
     )
+    score_sentences = settings.eval_sentences if chief else 0
+    shortlist = (run_dir.shortlist().limited(decode_hparams.shortlist, decode_hparams.shortlist_frequent)
+                 if score_sentences and decode_hparams.shortlist else None)
     evaluator = (
         Evaluator(problem, settings.data_dir, model, vocabularies, hparams, strategy, settings.eval_steps,
-                  settings.eval_sentences if chief else 0, decode_hparams)
+                  score_sentences, decode_hparams, shortlist)
         if settings.evaluate else None
     )
     writers = _summary_writers(run_dir.path, chief)
@@ -187,6 +194,25 @@ def _fingerprint(model, strategy) -> str:
         return ""
     total = sum(float(tf.reduce_sum(tf.cast(weight, tf.float64))) for weight in model.weights)
     return f"; weights checksum {total:.10e}"
+
+
+def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, warm_start_from: str | None) -> None:
+    """The run's lexical shortlist (the decode setting `shortlist`), counted once from the
+    training pairs, and merged with the parent's when fine-tuning (a small in-domain corpus
+    alone misses much of what the parent translates: EXPERIMENTS.md, "Vocabulary shortlist")."""
+    from t2t_keras.decoding.shortlist import Shortlist
+
+    if files.isfile(run_dir.shortlist_path):
+        return
+    started = time.time()
+    shortlist = Shortlist.from_data_dir(problem, data_dir, vocabularies)
+    if warm_start_from:
+        parent, _ = resolve_checkpoint(warm_start_from, "--warm_start_from")
+        same_ids = [theirs.sha256 for theirs in parent.vocabularies()] == [ours.sha256 for ours in vocabularies]
+        if same_ids and files.isfile(parent.shortlist_path):
+            shortlist = shortlist.merged(parent.shortlist())
+    shortlist.save(run_dir.shortlist_path)
+    logging.info("Wrote %s (%.0f s).", run_dir.shortlist_path, time.time() - started)
 
 
 def _warm_start_checkpoint(path: str, hparams: HParams, vocabularies, data_dir: str) -> str:

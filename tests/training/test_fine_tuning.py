@@ -15,6 +15,7 @@ from t2t_keras import registry
 from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
 from t2t_keras.data import datagen
 from t2t_keras.data.tokenizers import given_vocabularies
+from t2t_keras.decoding.shortlist import Shortlist
 from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.training import trainer
@@ -70,6 +71,11 @@ def test_warm_start_begins_at_step_zero_with_the_parents_weights_and_a_fresh_opt
     assert [e["step"] for e in info["evaluations"]] == [0, 2]
     assert info["evaluations"][0]["loss"] == pytest.approx(parent_loss, abs=1e-3)
     assert info["problem"] == "translate_text" and info["problem_settings"] == problem.settings
+    # The child's shortlist: its own pairs' candidates alternating with the parent's.
+    own = Shortlist.from_data_dir(problem, data, parent.vocabularies())
+    expected = own.merged(parent.shortlist())
+    np.testing.assert_array_equal(child.shortlist().candidates, expected.candidates)
+    assert not np.array_equal(expected.candidates, own.candidates)
 
     # ckpt-0 is the parent's weights with an optimizer that has taken no step.
     child_model = registry.model("transformer").from_hparams(child_hparams, parent.vocabularies().source.size)

@@ -53,7 +53,10 @@ def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path)
 
 def test_resume_refusals_and_start_over(multi30k_data_dir, tmp_path):
     _train(tmp_path / "run", multi30k_data_dir, 2)
+    written = (tmp_path / "run" / "shortlist.npz").read_bytes()
+    (tmp_path / "run" / "shortlist.npz").unlink()  # as in a run dir of an earlier version
     assert _train(tmp_path / "run", multi30k_data_dir, 2) == {"step": 2, "already_done": True}
+    assert (tmp_path / "run" / "shortlist.npz").read_bytes() == written  # the rerun wrote it, training no further
     with pytest.raises(UsageError, match=r"other architecture hparams \(num_hidden_layers: 2 -> 1\).*--start_over"):
         _train(tmp_path / "run", multi30k_data_dir, 4, "num_hidden_layers=1")
     result = _train(tmp_path / "run", multi30k_data_dir, 2, "num_hidden_layers=1", start_over=True)
@@ -99,6 +102,7 @@ def test_averaging_two_checkpoints_is_their_elementwise_mean(multi30k_data_dir, 
     second, _ = restore_model(run_dir, str(tmp_path / "run" / "ckpt-4"))
     path = average_checkpoints(str(tmp_path / "run"), 2, str(tmp_path / "avg"))
     assert path.endswith("ckpt-4")  # keeps the newest averaged step
+    assert (tmp_path / "avg" / "shortlist.npz").read_bytes() == (tmp_path / "run" / "shortlist.npz").read_bytes()
     averaged, _ = restore_model(RunDir(tmp_path / "avg"))
     changed = 0
     for a, b, mean in zip(first.get_weights(), second.get_weights(), averaged.get_weights()):

@@ -1,0 +1,128 @@
+"""The lexical shortlist: its counts, the batch vocabulary, and beam search over it."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras import registry
+from t2t_keras.checkpoints import RunDir
+from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist
+from t2t_keras.decoding.translator import Translator
+from t2t_keras.errors import UsageError
+from t2t_keras.models import Transformer
+
+VOCAB = 40
+
+# Source token 5 always comes with target 20; source 6 with 21, twice with 22 too; target 30
+# is in every pair (frequent, but nobody's best partner).
+PAIRS = [([5, 1], [20, 30, 1]), ([5, 7, 1], [20, 30, 1]), ([6, 1], [21, 30, 1]), ([6, 1], [21, 22, 30, 1]),
+         ([6, 7, 1], [21, 22, 30, 1])]
+
+
+def test_candidates_are_ranked_by_dice_and_frequent_by_pair_count():
+    shortlist = Shortlist.from_pairs(PAIRS, VOCAB, VOCAB, per_source=3, frequent=2)
+    # Dice(5, 20) = 2*2/(2+2) = 1; Dice(5, 30) = 2*2/(2+5); Dice(5, 1) = 2*2/(2+5), tie broken by id.
+    assert shortlist.candidates[5].tolist() == [20, 1, 30]
+    assert shortlist.candidates[6].tolist() == [21, 22, 1]  # Dice 1, 0.8, then 1 and 30 tie at 0.75
+    assert shortlist.candidates[8].tolist() == [0, 0, 0]  # never seen: PAD, in every shortlist anyway
+    assert shortlist.frequent.tolist() == [1, 30]
+    # Counting in chunks of one pair gives the same table as all at once.
+    chunked = Shortlist.from_pairs(PAIRS, VOCAB, VOCAB, per_source=3, frequent=2, chunk_pairs=1)
+    np.testing.assert_array_equal(chunked.candidates, shortlist.candidates)
+    limited = shortlist.limited(1, 1)
+    assert limited.candidates[6].tolist() == [21] and limited.frequent.tolist() == [1]
+
+
+def test_merged_alternates_by_rank_each_token_once_in_the_first_ones_size():
+    ours = Shortlist(np.array([[5, 6, 0], [7, 0, 0]], np.int32), np.array([1, 4, 9], np.int32))
+    theirs = Shortlist(np.array([[6, 8, 9], [0, 0, 0]], np.int32), np.array([4, 2, 3], np.int32))
+    merged = ours.merged(theirs)
+    assert merged.candidates.tolist() == [[5, 6, 8], [7, 0, 0]]
+    assert merged.frequent.tolist() == [1, 4, 2]
+
+
+def test_batch_vocabulary_is_the_reserved_frequent_and_candidate_tokens_once_ascending():
+    shortlist = Shortlist.from_pairs(PAIRS, VOCAB, VOCAB, per_source=2, frequent=1)
+    vocabulary = shortlist.vocabulary(tf.constant([[5, 1, 0], [6, 6, 1]])).numpy().tolist()
+    # frequent: 1; candidates of 5: 20, 1; of 6: 21, 22; of EOS (in every pair): 1, 30; of PAD: none.
+    assert vocabulary == sorted({*range(NUM_RESERVED), 1, 20, 21, 22, 30})
+
+
+def _model():
+    hp = dataclasses.replace(registry.hparams("transformer_tiny"), hidden_size=32, filter_size=64)
+    return Transformer.from_hparams(hp, VOCAB)
+
+
+SOURCES = tf.constant([[5, 6, 7, 1, 0, 0], [8, 9, 10, 11, 12, 1], [13, 1, 0, 0, 0, 0]])
+RANDOM_SHORTLIST = Shortlist(np.random.default_rng(0).integers(NUM_RESERVED, VOCAB, [VOCAB, 1]).astype(np.int32),
+                             np.array([1, 4], np.int32))
+
+
+def _search(model, shortlist, cached=True, token_filter=None):
+    return batch_decoding.search_batch(model, SOURCES, 4, 0.6, batch_decoding.max_lengths(SOURCES, 6), token_filter,
+                                       cached=cached, shortlist=shortlist)
+
+
+def test_a_shortlist_of_every_token_searches_as_no_shortlist():
+    model = _model()
+    everything = Shortlist(np.zeros([VOCAB, 1], np.int32), np.arange(VOCAB, dtype=np.int32))
+    full, listed = _search(model, None), _search(model, everything)
+    np.testing.assert_array_equal(listed.ids.numpy(), full.ids.numpy())
+    np.testing.assert_allclose(listed.scores.numpy(), full.scores.numpy(), atol=1e-5)
+
+
+def test_cached_shortlist_step_is_the_full_logits_at_the_shortlisted_columns():
+    """The cache's gathered output rows give the search what the whole decoder's logits, cut to
+    the shortlist's columns, give; every output token is shortlisted."""
+    model = _model()
+    cached, reference = _search(model, RANDOM_SHORTLIST), _search(model, RANDOM_SHORTLIST, cached=False)
+    np.testing.assert_array_equal(cached.ids.numpy(), reference.ids.numpy())
+    np.testing.assert_allclose(cached.scores.numpy(), reference.scores.numpy(), atol=1e-4)
+    allowed = set(RANDOM_SHORTLIST.vocabulary(SOURCES).numpy().tolist())
+    assert set(np.unique(cached.ids.numpy()).tolist()) <= allowed
+    assert len(allowed) < VOCAB // 2  # the shortlist does restrict the choice
+    assert not np.array_equal(cached.ids.numpy(), _search(model, None).ids.numpy())
+
+
+class _OddTokensOnly:
+    """A token filter allowing EOS and odd tokens only (the filter's columns are the whole vocabulary)."""
+
+    def initial_state(self, input_ids, beam_size):
+        return tf.zeros([tf.shape(input_ids)[0] * beam_size], tf.int32)
+
+    def update(self, state, ids):
+        return state
+
+    def allowed(self, state, room):
+        odd = tf.constant([token % 2 == 1 for token in range(VOCAB)])
+        return tf.tile(odd[None, :], [tf.shape(state)[0], 1])
+
+
+def test_a_token_filter_still_applies_over_a_shortlist():
+    result = _search(_model(), RANDOM_SHORTLIST, token_filter=_OddTokensOnly())
+    tokens = result.ids.numpy()
+    assert np.all((tokens == 0) | (tokens % 2 == 1)) and np.any(tokens > 1)
+
+
+def test_run_dir_shortlist_decodes_and_bad_settings_are_one_line(trained_output_dir, tmp_path):
+    """The trainer wrote the run's shortlist; the Translator decodes with it from shortlisted
+    tokens only; a run dir without one, or a shortlist with sampling, is refused in one line."""
+    run_dir = RunDir(trained_output_dir)
+    stored = run_dir.shortlist()
+    assert stored.candidates.shape == (run_dir.vocabularies().source.size, 100) and stored.frequent.shape == (1000,)
+    translator = Translator.from_run_dir(trained_output_dir, "beam_size=2,shortlist=5,shortlist_frequent=20")
+    lines = ["A dog runs in the snow.", "Two men are talking."]
+    ids = translator.translate_ids(batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True)
+                                                                 for l in lines]))["ids"].numpy()
+    sources = batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True) for l in lines])
+    allowed = set(stored.limited(5, 20).vocabulary(sources).numpy().tolist())
+    assert set(np.unique(ids).tolist()) <= allowed and len(allowed) < 200
+    assert all(isinstance(text, str) for text in translator.translate(lines))
+
+    with pytest.raises(UsageError, match="shortlist is for beam search"):
+        Translator.from_run_dir(trained_output_dir, "shortlist=5,sampling_top_k=5")
+    with pytest.raises(UsageError, match=r"shortlist.npz is missing .* or decode with shortlist=0\.$"):
+        RunDir(str(tmp_path)).shortlist()
