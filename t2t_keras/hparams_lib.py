@@ -221,11 +221,11 @@ class DecodeHParams:
 
     shortlist: int = _field(
         0, DECODING,
-        "if > 0: beam search chooses among each batch's shortlisted tokens only, those this many most associated "
-        "with any of its source tokens in the training pairs, and the shortlist_frequent most frequent (at most "
-        "100; faster: the output product covers only them); 0 = the whole vocabulary",
+        "if > 0: beam search lets each sentence choose only among the tokens this many most associated with one of "
+        "its source tokens in the training pairs, and the shortlist_frequent most frequent (at most 100; faster: "
+        "the output product covers only them); 0 = the whole vocabulary",
     )
-    shortlist_frequent: int = _field(100, DECODING, "shortlist: the most frequent target tokens always in it (at most 1000)")
+    shortlist_frequent: int = _field(1000, DECODING, "shortlist: the most frequent target tokens always in it (at most 1000)")
 
     @property
     def sampling(self) -> bool:

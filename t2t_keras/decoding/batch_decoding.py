@@ -50,12 +50,16 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
 
     from t2t_keras.decoding.beam_search import beam_search
 
-    vocabulary = shortlist.vocabulary(input_ids) if shortlist is not None else None
+    vocabulary = mask = None
+    if shortlist is not None:
+        vocabulary = shortlist.vocabulary(input_ids)
+        mask = shortlist.sentence_mask(input_ids, vocabulary)
     encoded = model.encode(input_ids, training=False)
     if cached:
-        state, step, reorder_state = model.init_cache(encoded, beam_size, vocabulary), model.decode_step, _reorder_cache
+        state, step = model.init_cache(encoded, beam_size, vocabulary, mask), model.decode_step
+        reorder_state = _reorder_cache
     else:
-        (state, step), reorder_state = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary), None
+        (state, step), reorder_state = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, mask), None
     filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
     return beam_search(
         wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
@@ -64,13 +68,14 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     )
 
 
-def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None):
+def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None, sentence_mask=None):
     """(initial state, step function) of the uncached search: the state is each hypothesis's
     prefix, and a step runs `model.decode` over all of it to read the logits at `index`
-    (the columns of `vocabulary` only, if given)."""
+    (the columns of `vocabulary` only, those outside its sentence's `sentence_mask` [B, V']
+    NEG_INF, if given: a shortlist's)."""
     import tensorflow as tf
 
-    from t2t_keras.decoding.beam_search import tile_for_beams
+    from t2t_keras.decoding.beam_search import NEG_INF, tile_for_beams
 
     encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), encoded)
 
@@ -79,7 +84,9 @@ def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None)
         prefix = tf.tensor_scatter_nd_update(prefix, tf.stack([rows, tf.fill(tf.shape(ids), index)], axis=1), ids)
         targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)  # decode() shifts right
         logits = model.decode(targets, encoded)[:, index]
-        return (logits if vocabulary is None else tf.gather(logits, vocabulary, axis=1)), prefix
+        if vocabulary is not None:
+            logits = tf.where(tile_for_beams(sentence_mask, beam_size), tf.gather(logits, vocabulary, axis=1), NEG_INF)
+        return logits, prefix
 
     prefix = tf.zeros([tf.shape(max_lengths)[0] * beam_size, tf.reduce_max(max_lengths)], tf.int32)
     return prefix, step

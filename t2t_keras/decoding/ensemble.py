@@ -43,8 +43,9 @@ class Ensemble(tf.Module):
     def encode(self, inputs, training=None):
         return tuple(model.encode(inputs, training=training) for model in self.models)
 
-    def init_cache(self, encoded, beam_size: int = 1, vocabulary=None) -> EnsembleCache:
-        return EnsembleCache(tuple(model.init_cache(e, beam_size, vocabulary) for model, e in zip(self.models, encoded)))
+    def init_cache(self, encoded, beam_size: int = 1, vocabulary=None, sentence_mask=None) -> EnsembleCache:
+        return EnsembleCache(tuple(model.init_cache(e, beam_size, vocabulary, sentence_mask)
+                                   for model, e in zip(self.models, encoded)))
 
     def decode_step(self, ids, index, cache: EnsembleCache):
         steps = [model.decode_step(ids, index, c) for model, c in zip(self.models, cache.caches)]

@@ -17,6 +17,7 @@ and the val BLEU it costs are in EXPERIMENTS.md ("Vocabulary shortlist").
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -35,40 +36,43 @@ class Shortlist(NamedTuple):
     @classmethod
     def from_pairs(cls, pairs: Iterable[tuple[Sequence[int], Sequence[int]]], source_vocab_size: int,
                    target_vocab_size: int, per_source: int = 50, frequent: int = 100,
-                   chunk_pairs: int = 20000) -> "Shortlist":
-        """Counts the (source token, target token) co-occurrences of `pairs` (token id lists)
-        `chunk_pairs` at a time (a sparse count: memory follows the distinct co-occurring
-        pairs, never source x target vocabulary) and keeps each source token's `per_source`
-        best by Dice."""
+                   block_pairs: int = 4096) -> "Shortlist":
+        """From (source ids, target ids) pairs, counted `block_pairs` at a time."""
+        def blocks():
+            pairs_iter = iter(pairs)
+            while block := list(itertools.islice(pairs_iter, block_pairs)):
+                sources, targets = zip(*block)
+                yield _flat(sources) + _flat(targets)
+
+        return cls.from_blocks(blocks(), source_vocab_size, target_vocab_size, per_source, frequent)
+
+    @classmethod
+    def from_blocks(cls, blocks, source_vocab_size: int, target_vocab_size: int, per_source: int,
+                    frequent: int) -> "Shortlist":
+        """Counts (source token, target token) co-occurrences over blocks of pairs, each as
+        (source values, source row splits, target values, target row splits), vectorised
+        within a block and summed sparsely (memory follows the distinct co-occurring pairs,
+        never source x target vocabulary), and keeps each source token's `per_source` best
+        by Dice."""
         source_counts = np.zeros(source_vocab_size, np.int64)
         target_counts = np.zeros(target_vocab_size, np.int64)
         keys, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
-        chunk = []
-
-        def merge(chunk, keys, counts):
-            fresh = np.concatenate(chunk)
-            merged, inverse = np.unique(np.concatenate([keys, fresh]), return_inverse=True)
-            totals = np.bincount(inverse, weights=np.concatenate([counts, np.ones(len(fresh), np.int64)]))
-            return merged, totals.astype(np.int64)
-
-        for source, target in pairs:
-            source = np.unique(np.asarray(source, np.int64))
-            target = np.unique(np.asarray(target, np.int64))
-            source_counts[source] += 1
-            target_counts[target] += 1
-            chunk.append((source[:, None] * target_vocab_size + target[None, :]).ravel())
-            if len(chunk) == chunk_pairs:
-                keys, counts = merge(chunk, keys, counts)
-                chunk = []
-        if chunk:
-            keys, counts = merge(chunk, keys, counts)
+        for source_values, source_splits, target_values, target_splits in blocks:
+            source_values, source_splits = _distinct_per_row(source_values, source_splits, source_vocab_size)
+            target_values, target_splits = _distinct_per_row(target_values, target_splits, target_vocab_size)
+            source_counts += np.bincount(source_values, minlength=source_vocab_size)
+            target_counts += np.bincount(target_values, minlength=target_vocab_size)
+            block_keys, block_counts = np.unique(
+                _cross_products(source_values, source_splits, target_values, target_splits, target_vocab_size),
+                return_counts=True)
+            keys, inverse = np.unique(np.concatenate([keys, block_keys]), return_inverse=True)
+            counts = np.bincount(inverse, weights=np.concatenate([counts, block_counts])).astype(np.int64)
 
         sources, targets = keys // target_vocab_size, keys % target_vocab_size
         dice = 2.0 * counts / (source_counts[sources] + target_counts[targets])
         order = np.lexsort((-dice, sources))  # by source token, best first within each
         sources, targets = sources[order], targets[order]
-        starts = np.searchsorted(sources, sources, side="left")
-        rank = np.arange(len(sources)) - starts
+        rank = np.arange(len(sources)) - np.searchsorted(sources, sources, side="left")
         keep = rank < per_source
         candidates = np.full([source_vocab_size, per_source], PAD_ID, np.int32)
         candidates[sources[keep], rank[keep]] = targets[keep]
@@ -84,13 +88,13 @@ class Shortlist(NamedTuple):
 
         records = tf.data.TFRecordDataset(manifest.shard_files(problem, data_dir, "train")).take(MAX_PAIRS)
 
-        def pairs():
+        def blocks():
             for block in records.batch(4096):
                 inputs, targets = tfrecords.parse_examples(block)
-                yield from zip(inputs.numpy(), targets.numpy())
+                yield tuple(part.numpy() for ragged in (inputs, targets) for part in (ragged.flat_values, ragged.row_splits))
 
-        return cls.from_pairs(pairs(), vocabularies.source.size, vocabularies.target.size,
-                              per_source=SHORTLIST_MAX_PER_SOURCE, frequent=SHORTLIST_MAX_FREQUENT)
+        return cls.from_blocks(blocks(), vocabularies.source.size, vocabularies.target.size,
+                               SHORTLIST_MAX_PER_SOURCE, SHORTLIST_MAX_FREQUENT)
 
     def merged(self, other: "Shortlist") -> "Shortlist":
         """Both shortlists in one of this one's size, their candidates alternating by rank
@@ -114,17 +118,37 @@ class Shortlist(NamedTuple):
 
     def vocabulary(self, input_ids):
         """int32 [V'] ascending: the reserved tokens, the frequent ones and the candidates of
-        the source ids [B, S], once each. (A name spelled alike on both sides is its own best
-        candidate: Dice 1.)"""
+        the source ids [B, S], once each: the output rows a batch's step multiplies by. (A
+        name spelled alike on both sides is its own best candidate: Dice 1.)"""
         import tensorflow as tf
 
-        input_ids = tf.cast(input_ids, tf.int32)
-        ids = tf.concat([
-            tf.range(NUM_RESERVED, dtype=tf.int32),
-            tf.constant(self.frequent),
-            tf.reshape(tf.gather(tf.constant(self.candidates), input_ids), [-1]),
-        ], axis=0)
+        ids = tf.concat([self._always(), tf.reshape(self._candidates_of(input_ids), [-1])], axis=0)
         return tf.sort(tf.unique(ids)[0])
+
+    def sentence_mask(self, input_ids, vocabulary):
+        """bool [B, V']: which of `vocabulary`'s tokens are in each sentence's own shortlist
+        (the reserved, the frequent and its source ids' candidates). Searching each sentence
+        over its own shortlist, not the batch's, makes its output independent of its batch."""
+        import tensorflow as tf
+
+        candidates = self._candidates_of(input_ids)  # [B, S, K]
+        batch, width = tf.shape(candidates)[0], tf.reduce_max(vocabulary) + 1
+        per_sentence = tf.reshape(candidates, [batch, -1])
+        rows = tf.repeat(tf.range(batch), tf.shape(per_sentence)[1])
+        listed = tf.scatter_nd(tf.stack([rows, tf.reshape(per_sentence, [-1])], axis=1),
+                               tf.ones_like(rows), [batch, width]) > 0
+        always = tf.scatter_nd(self._always()[:, None], tf.ones_like(self._always()), [width]) > 0
+        return tf.gather(listed | always[None, :], vocabulary, axis=1)
+
+    def _always(self):
+        import tensorflow as tf
+
+        return tf.concat([tf.range(NUM_RESERVED, dtype=tf.int32), tf.constant(self.frequent)], axis=0)
+
+    def _candidates_of(self, input_ids):
+        import tensorflow as tf
+
+        return tf.gather(tf.constant(self.candidates), tf.cast(input_ids, tf.int32))
 
     def save(self, path: str) -> None:
         """An .npz file, written atomically."""
@@ -144,3 +168,28 @@ class Shortlist(NamedTuple):
 
         with np.load(io.BytesIO(files.read_bytes(path))) as arrays:
             return cls(arrays["candidates"].astype(np.int32), arrays["frequent"].astype(np.int32))
+
+
+def _flat(rows) -> tuple[np.ndarray, np.ndarray]:
+    """Id lists as (values, row splits)."""
+    lengths = np.array([len(row) for row in rows], np.int64)
+    values = np.concatenate([np.asarray(row, np.int64) for row in rows]) if len(rows) else np.zeros(0, np.int64)
+    return values, np.concatenate([[0], np.cumsum(lengths)])
+
+
+def _distinct_per_row(values, splits, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's distinct values, ascending: (values, row splits) again."""
+    rows = np.repeat(np.arange(len(splits) - 1, dtype=np.int64), np.diff(splits))
+    keys = np.unique(rows * width + np.asarray(values, np.int64))
+    return keys % width, np.searchsorted(keys // width, np.arange(len(splits)))
+
+
+def _cross_products(source_values, source_splits, target_values, target_splits, target_width: int) -> np.ndarray:
+    """source * target_width + target for every (source, target) of the same row."""
+    targets_per_row = np.diff(target_splits)
+    row_of_source = np.repeat(np.arange(len(source_splits) - 1), np.diff(source_splits))
+    repeats = targets_per_row[row_of_source]  # each source value meets its row's targets
+    group_starts = np.cumsum(repeats) - repeats
+    within = np.arange(repeats.sum()) - np.repeat(group_starts, repeats)
+    target_index = np.repeat(target_splits[:-1][row_of_source], repeats) + within
+    return np.repeat(source_values, repeats) * target_width + target_values[target_index]

@@ -7,6 +7,7 @@ from keras import ops
 
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.layers import masks
+from t2t_keras.layers.attention import MASKED_LOGIT
 from t2t_keras.layers.block_config import BlockConfig
 from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.dropout import Dropout
@@ -39,6 +40,7 @@ class DecoderCache(NamedTuple):
     memory_mask: object  # [B, 1, S] bool
     copied: object  # [B * K] int32: copied tokens fed so far (see CopyPositionEncoding; 0 without it)
     output_table: object  # [V', d]: the output embedding rows of the tokens the search may choose (all V, or a shortlist's)
+    output_mask: object  # [B * K, V'] bool: the tokens of each hypothesis's sentence's own shortlist; () without one
 
     def reorder(self, reorder_fn) -> "DecoderCache":
         """The cache with each hypothesis's self-attention keys/values moved by `reorder_fn`.
@@ -218,12 +220,14 @@ class Transformer(keras.Model):
             weights["encoder_decoder"].append(layer_weights["encoder_decoder"])
         return weights
 
-    def init_cache(self, encoded: Encoded, beam_size: int = 1, vocabulary=None) -> DecoderCache:
+    def init_cache(self, encoded: Encoded, beam_size: int = 1, vocabulary=None, sentence_mask=None) -> DecoderCache:
         """The cache before the first decoding step of `beam_size` hypotheses per sentence:
         empty self-attention caches (one row per hypothesis, beam-major within a sentence),
         the cross-attention keys and values of the encoder output (one row per sentence,
         shared by its hypotheses), and the output embedding rows of `vocabulary` (token ids
-        [V'], a shortlist: the steps' logits cover those tokens only; None: all)."""
+        [V'], a batch's shortlist: the steps' logits cover those tokens only; None: all),
+        of which each sentence may choose those of its `sentence_mask` [B, V'] (its own
+        shortlist's: MASKED_LOGIT elsewhere)."""
         batch_size = ops.shape(encoded.outputs)[0] * beam_size
         keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
         memory = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
@@ -235,6 +239,7 @@ class Transformer(keras.Model):
             memory_mask=encoded.mask,
             copied=ops.zeros((batch_size,), "int32"),
             output_table=self.softmax_projection.output_table(vocabulary),
+            output_mask=() if sentence_mask is None else ops.repeat(sentence_mask, beam_size, axis=0),
         )
 
     def decode_step(self, ids, index, cache: DecoderCache):
@@ -250,7 +255,10 @@ class Transformer(keras.Model):
             keys.append(layer_keys)
             values.append(layer_values)
         cache = cache._replace(keys=tuple(keys), values=tuple(values), copied=copied)
-        return self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), cache.output_table), cache
+        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), cache.output_table)
+        if not isinstance(cache.output_mask, tuple):  # a shortlist: each sentence's own tokens only
+            logits = ops.where(cache.output_mask, logits, MASKED_LOGIT)
+        return logits, cache
 
     def _embed_sources(self, ids, training):
         x = self.source_embedding(ids)

@@ -107,14 +107,15 @@ def test_bfloat16_units_reads_the_cpu_flags(monkeypatch, tmp_path):
         assert system.bfloat16_units() == expected, flags
 
 
-def test_exported_bf16_savedmodel_decodes_as_the_in_process_bf16_translator(trained_output_dir, tmp_path, monkeypatch):
+def test_exported_bf16_shortlist_savedmodel_decodes_as_the_in_process_translator(trained_output_dir, tmp_path, monkeypatch):
     """The exporter writes bf16 even on a machine without bfloat16 units (it is for the serving
-    machine): bfloat16 variables, the settings in its metadata, the in-process bf16 outputs."""
+    machine): bfloat16 variables, the settings in its metadata, the in-process bf16 outputs;
+    and the run's shortlist goes into the graph (one export tests both: exports are slow)."""
     from t2t_keras.serving import exporter
     from t2t_keras.serving.exported_translator import ExportedTranslator
 
     monkeypatch.setattr(system, "bfloat16_units", lambda: None)
-    settings = "beam_size=2,extra_length=8,precision=bf16"
+    settings = "beam_size=2,extra_length=8,precision=bf16,shortlist=2,shortlist_frequent=10"
     path = exporter.export_run(trained_output_dir, str(tmp_path / "export"),
                                registry.problem("translate_ende_multi30k").decode_settings(settings))
     exported = ExportedTranslator(path)
@@ -123,3 +124,11 @@ def test_exported_bf16_savedmodel_decodes_as_the_in_process_bf16_translator(trai
     sentences = _val_sentences(8)
     in_process = Translator.from_run_dir(trained_output_dir, settings, precision_fallback=False)
     assert exported.translate(sentences) == in_process.translate(sentences)
+    # The search's scores are normalised over each sentence's shortlist: the export's are the shortlist's.
+    scores = [[h.score for h in hypotheses] for hypotheses in in_process.translate(sentences[:3], n_best=2)]
+    np.testing.assert_allclose([[h.score for h in hypotheses] for hypotheses in exported.translate(sentences[:3], n_best=2)],
+                               scores, atol=1e-3)
+    without_shortlist = Translator.from_run_dir(trained_output_dir, settings.replace("shortlist=2", "shortlist=0"),
+                                                precision_fallback=False)
+    unlisted = [[h.score for h in hypotheses] for hypotheses in without_shortlist.translate(sentences[:3], n_best=2)]
+    assert not np.allclose(unlisted, scores, atol=1e-3)

@@ -29,8 +29,8 @@ def test_candidates_are_ranked_by_dice_and_frequent_by_pair_count():
     assert shortlist.candidates[6].tolist() == [21, 22, 1]  # Dice 1, 0.8, then 1 and 30 tie at 0.75
     assert shortlist.candidates[8].tolist() == [0, 0, 0]  # never seen: PAD, in every shortlist anyway
     assert shortlist.frequent.tolist() == [1, 30]
-    # Counting in chunks of one pair gives the same table as all at once.
-    chunked = Shortlist.from_pairs(PAIRS, VOCAB, VOCAB, per_source=3, frequent=2, chunk_pairs=1)
+    # Counting in blocks of two pairs gives the same table as all at once.
+    chunked = Shortlist.from_pairs(PAIRS, VOCAB, VOCAB, per_source=3, frequent=2, block_pairs=2)
     np.testing.assert_array_equal(chunked.candidates, shortlist.candidates)
     limited = shortlist.limited(1, 1)
     assert limited.candidates[6].tolist() == [21] and limited.frequent.tolist() == [1]
@@ -44,11 +44,14 @@ def test_merged_alternates_by_rank_each_token_once_in_the_first_ones_size():
     assert merged.frequent.tolist() == [1, 4, 2]
 
 
-def test_batch_vocabulary_is_the_reserved_frequent_and_candidate_tokens_once_ascending():
+def test_batch_vocabulary_and_each_sentences_own_shortlist_in_it():
     shortlist = Shortlist.from_pairs(PAIRS, VOCAB, VOCAB, per_source=2, frequent=1)
-    vocabulary = shortlist.vocabulary(tf.constant([[5, 1, 0], [6, 6, 1]])).numpy().tolist()
+    sources = tf.constant([[5, 1, 0], [6, 6, 1]])
+    vocabulary = shortlist.vocabulary(sources)
     # frequent: 1; candidates of 5: 20, 1; of 6: 21, 22; of EOS (in every pair): 1, 30; of PAD: none.
-    assert vocabulary == sorted({*range(NUM_RESERVED), 1, 20, 21, 22, 30})
+    assert vocabulary.numpy().tolist() == [0, 1, 2, 20, 21, 22, 30]
+    mask = shortlist.sentence_mask(sources, vocabulary).numpy().tolist()
+    assert mask == [[True, True, True, True, False, False, True], [True, True, True, False, True, True, True]]
 
 
 def _model():
@@ -61,8 +64,8 @@ RANDOM_SHORTLIST = Shortlist(np.random.default_rng(0).integers(NUM_RESERVED, VOC
                              np.array([1, 4], np.int32))
 
 
-def _search(model, shortlist, cached=True, token_filter=None):
-    return batch_decoding.search_batch(model, SOURCES, 4, 0.6, batch_decoding.max_lengths(SOURCES, 6), token_filter,
+def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES):
+    return batch_decoding.search_batch(model, sources, 4, 0.6, batch_decoding.max_lengths(sources, 6), token_filter,
                                        cached=cached, shortlist=shortlist)
 
 
@@ -76,15 +79,26 @@ def test_a_shortlist_of_every_token_searches_as_no_shortlist():
 
 def test_cached_shortlist_step_is_the_full_logits_at_the_shortlisted_columns():
     """The cache's gathered output rows give the search what the whole decoder's logits, cut to
-    the shortlist's columns, give; every output token is shortlisted."""
+    the shortlist's columns, give; every output token is in its sentence's own shortlist."""
     model = _model()
     cached, reference = _search(model, RANDOM_SHORTLIST), _search(model, RANDOM_SHORTLIST, cached=False)
     np.testing.assert_array_equal(cached.ids.numpy(), reference.ids.numpy())
     np.testing.assert_allclose(cached.scores.numpy(), reference.scores.numpy(), atol=1e-4)
-    allowed = set(RANDOM_SHORTLIST.vocabulary(SOURCES).numpy().tolist())
-    assert set(np.unique(cached.ids.numpy()).tolist()) <= allowed
-    assert len(allowed) < VOCAB // 2  # the shortlist does restrict the choice
+    for sentence, ids in zip(SOURCES, cached.ids.numpy()):
+        own = set(RANDOM_SHORTLIST.vocabulary(sentence[None, :]).numpy().tolist())
+        assert set(np.unique(ids).tolist()) <= own and len(own) < VOCAB // 2  # the shortlist does restrict the choice
     assert not np.array_equal(cached.ids.numpy(), _search(model, None).ids.numpy())
+
+
+def test_a_sentence_searches_the_same_alone_as_in_its_batch():
+    """Each sentence's choice and normaliser are its own shortlist's, not the batch's union."""
+    model = _model()
+    together = _search(model, RANDOM_SHORTLIST)
+    for row in range(SOURCES.shape[0]):
+        alone = _search(model, RANDOM_SHORTLIST, sources=SOURCES[row : row + 1])
+        steps = alone.ids.shape[2]
+        np.testing.assert_array_equal(alone.ids.numpy()[0], together.ids.numpy()[row, :, :steps])
+        np.testing.assert_allclose(alone.scores.numpy()[0], together.scores.numpy()[row], atol=1e-5)
 
 
 class _OddTokensOnly:
