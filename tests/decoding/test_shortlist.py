@@ -101,6 +101,16 @@ def test_a_sentence_searches_the_same_alone_as_in_its_batch():
         np.testing.assert_allclose(alone.scores.numpy()[0], together.scores.numpy()[row], atol=1e-5)
 
 
+def test_an_ensemble_of_a_model_with_itself_searches_the_shortlist_as_that_model():
+    """The ensemble hands the batch's output rows and each sentence's list to every member."""
+    from t2t_keras.decoding.ensemble import Ensemble
+
+    model = _model()
+    alone, doubled = _search(model, RANDOM_SHORTLIST), _search(Ensemble([model, model]), RANDOM_SHORTLIST)
+    np.testing.assert_array_equal(doubled.ids.numpy(), alone.ids.numpy())
+    np.testing.assert_allclose(doubled.scores.numpy(), alone.scores.numpy(), atol=1e-4)
+
+
 class _OddTokensOnly:
     """A token filter allowing EOS and odd tokens only (the filter's columns are the whole vocabulary)."""
 
