@@ -293,10 +293,7 @@ def sample(
         choosable = logits
         if token_filter is not None:
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
-            allowed = token_filter.allowed(filter_state, room)
-            if vocabulary is not None:
-                allowed = tf.gather(allowed, vocabulary, axis=1)
-            choosable = tf.where(allowed, logits, NEG_INF)
+            choosable = tf.where(token_filter.allowed(filter_state, room), logits, NEG_INF)
         vocab_size = tf.shape(logits)[1]
         tempered = choosable / temperature
         if top_k > 0:

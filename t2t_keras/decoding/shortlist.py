@@ -1,7 +1,7 @@
-"""A lexical shortlist: the target tokens a batch's translations may use, from its source tokens.
+"""A lexical shortlist: the target tokens a sentence's translation may use, from its source tokens.
 
 The output product (d_model x vocabulary per hypothesis and step) is most of a small model's
-decode step. A shortlist restricts it to the tokens a batch can plausibly need, as Marian's
+decode step. A shortlist restricts it to the tokens a sentence can plausibly need, as Marian's
 lexical shortlists and CTranslate2's vocabulary map do: the `frequent` most frequent target
 tokens, and for every source token of the batch its `per_source` most associated target
 tokens. Association is the Dice coefficient of co-occurrence in training pairs,
@@ -11,8 +11,9 @@ tokens. Association is the Dice coefficient of co-occurrence in training pairs,
     shortlist = Shortlist.from_pairs(pairs, vocab_size, vocab_size)   # (source ids, target ids) pairs
     batch_decoding.search_batch(model, input_ids, ..., shortlist=shortlist)
 
-The search then ranks and normalises over the batch's `vocabulary` only; the speed it gains
-and the val BLEU it costs are in EXPERIMENTS.md ("Vocabulary shortlist").
+The step multiplies by the rows of the batch's `vocabulary` (the union of its sentences'
+lists) only, and each sentence is ranked and normalised over its own list (`sentence_mask`);
+the speed it gains and the val BLEU it costs are in EXPERIMENTS.md ("Vocabulary shortlist").
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class Translator(tf.Module):
     def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, token_filter=None, problem=None,
                  shortlist=None):
         super().__init__(name="translator")
-        self.shortlist = shortlist  # a `shortlist.Shortlist`: beam search over each batch's shortlisted tokens
+        self.shortlist = shortlist  # a `shortlist.Shortlist`: each sentence searched over its shortlisted tokens
         self.model = model
         self.problem = problem  # for its output form (postprocess_output); None: the raw text
         self.vocabularies = vocabularies

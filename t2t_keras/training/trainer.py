@@ -198,8 +198,9 @@ def _fingerprint(model, strategy) -> str:
 
 def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, warm_start_from: str | None) -> None:
     """The run's lexical shortlist (the decode setting `shortlist`), counted once from the
-    training pairs, and merged with the parent's when fine-tuning (a small in-domain corpus
-    alone misses much of what the parent translates: EXPERIMENTS.md, "Vocabulary shortlist")."""
+    training pairs, and merged with the parent's when fine-tuning, so that what the parent
+    learned to translate from its own, usually larger, corpus stays choosable (EXPERIMENTS.md,
+    "Vocabulary shortlist")."""
     from t2t_keras.decoding.shortlist import Shortlist
 
     if files.isfile(run_dir.shortlist_path):
