@@ -220,3 +220,24 @@ def run_side_by_side(commands, **kwargs):
         stdout, stderr = process.communicate()
         results.append(subprocess.CompletedProcess(command, process.returncode, stdout, stderr))
     return results
+
+
+class FixedTokenFilter:
+    """A `beam_search.TokenFilter` allowing the same tokens at every step: `allowed_tokens`, one
+    bool per vocabulary id (parsing's constraint is a stateful one)."""
+
+    def __init__(self, allowed_tokens):
+        self.allowed_tokens = list(allowed_tokens)
+
+    def initial_state(self, input_ids, beam_size):
+        import tensorflow as tf
+
+        return tf.zeros([tf.shape(input_ids)[0] * beam_size], tf.int32)
+
+    def update(self, state, ids):
+        return state
+
+    def allowed(self, state, room):
+        import tensorflow as tf
+
+        return tf.tile(tf.constant([self.allowed_tokens]), [tf.shape(state)[0], 1])

@@ -24,9 +24,9 @@ from typing import Iterable, NamedTuple, Sequence
 import numpy as np
 
 from t2t_keras.hparams_lib import SHORTLIST_MAX_FREQUENT, SHORTLIST_MAX_PER_SOURCE
-from t2t_keras.token_ids import PAD_ID
+from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 
-NUM_RESERVED = 3  # PAD, EOS, UNK (token_ids): always in the shortlist, so EOS keeps its column
+NUM_RESERVED = max(PAD_ID, EOS_ID, UNK_ID) + 1  # always in the shortlist, so EOS keeps its column
 MAX_PAIRS = 1_000_000  # training pairs counted (the first ones): a bounded start-up cost on WMT14's 4.5M
 
 

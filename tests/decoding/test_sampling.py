@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras.decoding.beam_search import gumbel_noise, sample
+from tests.testing import FixedTokenFilter
 
 EOS = 1
 FIRST_STEP = np.array([0.0, 0.05, 0.15, 0.2, 0.25, 0.35])  # P(first token): 1 is EOS; 0 (pad) never
@@ -66,22 +67,9 @@ def test_a_sentences_samples_depend_on_its_seed_alone():
     assert abs(noise.mean() - 0.5772) < 0.08 and abs(noise.var() - np.pi**2 / 6) < 0.3
 
 
-class _EvenTokensOnly:
-    """A token filter allowing only EOS and the even tokens 2 and 4 (parsing's constraint is one)."""
-
-    def initial_state(self, input_ids, samples):
-        return tf.zeros([tf.shape(input_ids)[0] * samples], tf.int32)
-
-    def update(self, state, ids):
-        return state
-
-    def allowed(self, state, room):
-        return tf.tile(tf.constant([[False, True, True, False, True, False]]), [tf.shape(state)[0], 1])
-
-
 def test_a_token_filter_restricts_the_draws_and_the_scores_stay_the_models():
     seeds = np.arange(2000)
-    filtered = _EvenTokensOnly()
+    filtered = FixedTokenFilter([False, True, True, False, True, False])  # EOS, 2 and 4
     tokens, result = _first_tokens(seeds, token_filter=filtered,
                                    filter_state=filtered.initial_state(tf.zeros([len(seeds), 1], tf.int32), 1))
     assert set(tokens) == {EOS, 2, 4}

@@ -13,6 +13,7 @@ from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.errors import UsageError
 from t2t_keras.models import Transformer
+from tests.testing import FixedTokenFilter
 
 VOCAB = 40
 
@@ -111,22 +112,8 @@ def test_an_ensemble_of_a_model_with_itself_searches_the_shortlist_as_that_model
     np.testing.assert_allclose(doubled.scores.numpy(), alone.scores.numpy(), atol=1e-4)
 
 
-class _OddTokensOnly:
-    """A token filter allowing EOS and odd tokens only (the filter's columns are the whole vocabulary)."""
-
-    def initial_state(self, input_ids, beam_size):
-        return tf.zeros([tf.shape(input_ids)[0] * beam_size], tf.int32)
-
-    def update(self, state, ids):
-        return state
-
-    def allowed(self, state, room):
-        odd = tf.constant([token % 2 == 1 for token in range(VOCAB)])
-        return tf.tile(odd[None, :], [tf.shape(state)[0], 1])
-
-
 def test_a_token_filter_still_applies_over_a_shortlist():
-    result = _search(_model(), RANDOM_SHORTLIST, token_filter=_OddTokensOnly())
+    result = _search(_model(), RANDOM_SHORTLIST, token_filter=FixedTokenFilter([token % 2 == 1 for token in range(VOCAB)]))
     tokens = result.ids.numpy()
     assert np.all((tokens == 0) | (tokens % 2 == 1)) and np.any(tokens > 1)
 
