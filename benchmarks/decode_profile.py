@@ -50,12 +50,12 @@ def main():
     def prepared():
         return model.init_cache(model.encode(sources), beam)
 
-    @tf.function
+    @tf.function(autograph=False)
     def full():
         return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, tf.fill([batch], 20 + dcfg.extra_len),
                                            wrap_step=forced).ids
 
-    @tf.function
+    @tf.function(autograph=False)
     def model_only():
         def body(index, ids, cache):
             logits, cache = model.decode_step(ids, index, cache)
@@ -68,7 +68,7 @@ def main():
 
     fixed_logits = tf.random.stateless_normal([batch * beam, shape.vocab], seed=[1, 2])
 
-    @tf.function
+    @tf.function(autograph=False)
     def search_only():
         return beam_search(forced(lambda ids, index, state: (fixed_logits, state)), (), batch, beam, dcfg.alpha,
                            tf.fill([batch], 20 + dcfg.extra_len), eos_id=EOS_ID).ids

@@ -90,7 +90,7 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1,
         max_lengths = tf.fill([tf.shape(sources)[0]], tf.shape(sources)[1] + extra_length)
         return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, cached=cached)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def decode(sources):
         return search_in_parts(search, sources, parallel_parts).ids[:, 0]
 

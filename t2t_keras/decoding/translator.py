@@ -3,7 +3,9 @@
 One object serves the Python API, the decoder CLI, the trainer's dev score and the exported
 SavedModel: `translate_ids`, `translate_text`, `score_ids` and `score_text` are
 tf.functions of TensorFlow and tensorflow_text ops only, so the exporter puts them into
-the graph as they are; `translate` and `score` are their Python face:
+the graph as they are. They are traced without AutoGraph: the search's loops are
+tf.while_loops already, and converting every layer's `call` on the way was most of a
+decoder's start-up (EXPERIMENTS.md, "Start-up"). `translate` and `score` are their Python face:
 
     translator = Translator.from_run_dir("out/demo/train_avg")
     translator.translate(["A dog runs in the snow."])          # ["Ein Hund rennt im Schnee."]
@@ -116,7 +118,7 @@ class Translator(tf.Module):
             raise ValueError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
         return batch_decoding.score_lines(self, list(sources), list(targets))
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")], autograph=False)
     def translate_ids(self, input_ids):
         """Source ids [B, S] (EOS-terminated, 0-padded) -> {ids [B, K, L], scores [B, K], lengths [B, K]}:
         beam search, or with sampling, K samples drawn with each sentence's seed from its ids."""
@@ -130,7 +132,8 @@ class Translator(tf.Module):
         input_signature=[
             tf.TensorSpec([None, None], tf.int32, name="input_ids"),
             tf.TensorSpec([None], tf.int64, name="seeds"),
-        ]
+        ],
+        autograph=False,
     )
     def sample_ids(self, input_ids, seeds):
         """Like translate_ids, but each sentence's beam_size outputs are samples (sampling_top_k,
@@ -160,7 +163,7 @@ class Translator(tf.Module):
         return tf.bitwise.bitwise_xor(tf.strings.to_hash_bucket_fast(text, 2**62),
                                       tf.constant(self.decode_hparams.seed << 32, tf.int64))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False)
     def translate_text(self, inputs):
         """Raw sentences [B] -> {outputs [B] (best translation), scores [B], truncated [B] (the
         input was longer than max_input_tokens and was cut to it)}.
@@ -185,7 +188,8 @@ class Translator(tf.Module):
         input_signature=[
             tf.TensorSpec([None, None], tf.int32, name="input_ids"),
             tf.TensorSpec([None, None], tf.int32, name="target_ids"),
-        ]
+        ],
+        autograph=False,
     )
     def score_ids(self, input_ids, target_ids):
         """log P(target | source) of EOS-terminated, 0-padded id pairs -> {scores [B], lengths [B]}."""
@@ -201,7 +205,8 @@ class Translator(tf.Module):
         input_signature=[
             tf.TensorSpec([None], tf.string, name="inputs"),
             tf.TensorSpec([None], tf.string, name="targets"),
-        ]
+        ],
+        autograph=False,
     )
     def score_text(self, inputs, targets):
         """log P(target | source) of raw sentence pairs -> {scores [B], lengths [B] (target tokens + EOS)};

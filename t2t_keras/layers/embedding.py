@@ -113,7 +113,7 @@ def _transposed_is_faster(table, rows: int, repeats: int = 8, rounds: int = 3) -
     import time
 
     def chained(product):
-        @tf.function
+        @tf.function(autograph=False)
         def run(x):
             for _ in range(repeats):
                 logits = product(x)

@@ -80,7 +80,7 @@ class Evaluator:
             optional = iterator.get_next_as_optional()
             if not optional.has_value():
                 break
-            per_replica = self.strategy.run(self._replica_sums, args=(optional.get_value(),))
+            per_replica = self.strategy.run(tf.autograph.experimental.do_not_convert(self._replica_sums), args=(optional.get_value(),))
             totals += self.strategy.reduce(SUM, per_replica, axis=None)
         return totals
 

@@ -72,11 +72,12 @@ class TrainStep:
             self.loss_sum = tf.Variable(0.0, **replica_local)
             self.token_sum = tf.Variable(0.0, **replica_local)
         jit = hparams.xla
-        self._replica_update = tf.function(self._replica_update_fn, jit_compile=jit)
-        self._replica_accumulate = tf.function(self._replica_accumulate_fn, jit_compile=jit)
-        self._update_one = tf.function(self._update_one_fn)
-        self._accumulate = tf.function(self._accumulate_fn)
-        self._apply_accumulated = tf.function(self._apply_accumulated_fn)
+        # No AutoGraph: these have no tensor-dependent Python control flow to convert.
+        self._replica_update = tf.function(self._replica_update_fn, jit_compile=jit, autograph=False)
+        self._replica_accumulate = tf.function(self._replica_accumulate_fn, jit_compile=jit, autograph=False)
+        self._update_one = tf.function(self._update_one_fn, autograph=False)
+        self._accumulate = tf.function(self._accumulate_fn, autograph=False)
+        self._apply_accumulated = tf.function(self._apply_accumulated_fn, autograph=False)
 
     # --- public ---
     def update(self, iterator):

@@ -209,9 +209,10 @@ def test_search_in_parts_is_one_search(parts):
     one search over the batch gives, ids padded to the longest part; an empty batch gives no
     hypotheses."""
     model = _model()
-    search = tf.function(lambda sources: _cached_search(model, sources, 4, 0.6))
+    search = tf.function(lambda sources: _cached_search(model, sources, 4, 0.6), autograph=False)
     whole = search(_sources())
-    in_parts = tf.function(lambda sources: search_in_parts(lambda part: _cached_search(model, part, 4, 0.6), sources, parts))
+    in_parts = tf.function(lambda sources: search_in_parts(lambda part: _cached_search(model, part, 4, 0.6), sources, parts),
+                           autograph=False)
     split = in_parts(_sources())
     np.testing.assert_array_equal(split.ids.numpy(), whole.ids.numpy())
     np.testing.assert_array_equal(split.lengths.numpy(), whole.lengths.numpy())

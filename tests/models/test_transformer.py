@@ -80,7 +80,7 @@ def test_cached_decoding_reproduces_teacher_forcing(variant):
     cache = model.init_cache(encoded)
     decoder_inputs = shift_right(targets)
 
-    step = tf.function(model.decode_step, reduce_retracing=True)  # the graph that beam search will run
+    step = tf.function(model.decode_step, reduce_retracing=True, autograph=False)  # the graph that beam search will run
     for index in range(targets.shape[1]):
         logits, cache = step(decoder_inputs[:, index], tf.constant(index), cache)
         assert np.abs(logits.numpy() - full[:, index]).max() < 1e-4
