@@ -51,20 +51,26 @@ WARMUP_BATCHES = (
 
 def export_saved_model(translator, export_dir: str, version: int) -> str:
     """Writes `translator`'s signatures as `export_dir/<version>`; returns that path."""
-    import keras
-
     final_path = new_version_path(export_dir, version)
     files.makedirs(export_dir)
     # Written as .incomplete.<version>: TF Serving ignores a directory whose name is not a number.
     with files.atomic_path(final_path) as temporary:
-        archive = keras.export.ExportArchive()
-        archive.track(translator.model)
-        archive.track(translator)  # the SentencePiece resource
-        # serving_default first: TF Serving's default signature.
-        archive.add_endpoint("serving_default", translator.translate_text)
-        archive.add_endpoint("translate_ids", translator.translate_ids)
-        archive.add_endpoint("score", translator.score_text)
-        archive.write_out(temporary, verbose=False)
+        # Concrete functions, which saving does not trace again; serving_default is TF Serving's default.
+        signatures = {
+            "serving_default": translator.translate_text.get_concrete_function(),
+            "translate_ids": translator.translate_ids.get_concrete_function(),
+            "score": translator.score_text.get_concrete_function(),
+        }
+        # Only what the signatures use is saved: the variables they read and the SentencePiece
+        # resources (not the Translator, whose every tf.function would be traced again, the
+        # sampling one too). `variables`, as in the exports of keras.export.ExportArchive.
+        variables = {id(v): v for function in signatures.values() for v in function.variables}
+        tokenizers = {id(t): t for t in (translator.source_tokenizer, translator.target_tokenizer)}
+        served = tf.train.Checkpoint(variables=list(variables.values()), tokenizers=list(tokenizers.values()))
+        # Served graphs are never differentiated: tracing the kernels' hand-written gradients
+        # into the SavedModel would double the export's time for nothing.
+        options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+        tf.saved_model.save(served, temporary, signatures=signatures, options=options)
         # The graph holds the SentencePiece models themselves; these copies are for clients
         # that tokenise on their side and call translate_ids.
         files.makedirs(os.path.join(temporary, "assets"))

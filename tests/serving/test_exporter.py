@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from t2t_keras import files
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
@@ -94,24 +95,16 @@ def test_layout_is_what_tf_serving_expects(served):
 def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_path, monkeypatch):
     """Killed or failing while writing, an export leaves nothing TF Serving would load, and
     nothing half-written under any name (the temporary .incomplete.<version> is removed)."""
-    import keras
 
-    class FailingArchive:
-        def track(self, _):
-            pass
-
-        def add_endpoint(self, *_):
-            pass
-
-        def write_out(self, path, verbose=False):
-            os.makedirs(os.path.join(path, "variables"))
-            open(os.path.join(path, "saved_model.pb"), "wb").close()
-            raise OSError("disk full")
+    def failing_save(_, path, **__):
+        os.makedirs(os.path.join(path, "variables"))
+        open(os.path.join(path, "saved_model.pb"), "wb").close()
+        raise OSError("disk full")
 
     from t2t_keras.decoding.translator import Translator
 
     translator = Translator.from_run_dir(trained_output_dir)
-    monkeypatch.setattr(keras.export, "ExportArchive", FailingArchive)
+    monkeypatch.setattr(tf.saved_model, "save", failing_save)
     with pytest.raises(OSError, match="disk full"):
         exporter.export_saved_model(translator, str(tmp_path / "export"), 7)
     assert os.listdir(tmp_path / "export") == []
