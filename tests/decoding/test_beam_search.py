@@ -203,7 +203,7 @@ def test_cached_and_uncached_search_agree(beam_size, alpha):
     np.testing.assert_allclose(cached.scores.numpy(), uncached.scores.numpy(), atol=1e-4)
 
 
-@pytest.mark.parametrize("parts", [2, 3, 5])
+@pytest.mark.parametrize("parts", [2, 5])  # 5 parts of 3 sentences: empty ones and ones of 1
 def test_search_in_parts_is_one_search(parts):
     """Searching a batch in parts side by side (some empty: 5 parts of 3 sentences) gives what
     one search over the batch gives, ids padded to the longest part; an empty batch gives no
