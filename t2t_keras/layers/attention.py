@@ -120,12 +120,13 @@ class MultiHeadAttention(keras.layers.Layer):
     def _split_heads(self, projected, depth, batch_size=None):
         """[N, L, h * depth] (or [N, h * depth]) -> [B, h, N / B * L, depth] (B: default N)."""
         rows = ops.shape(projected)[0]
+        length = ops.shape(projected)[1] if len(projected.shape) == 3 else 1
         if batch_size is None:
             batch_size = rows
-        # The length is spelled out (reshape cannot infer a -1 from an empty batch), with
-        # N / B rows per sentence taken as 1 when both are 0.
-        rows_per_sentence = ops.maximum(rows, 1) // ops.maximum(batch_size, 1)
-        length = rows_per_sentence * (ops.shape(projected)[1] if len(projected.shape) == 3 else 1)
+        else:
+            # The length is spelled out (reshape cannot infer a -1 from an empty batch), with
+            # N / B rows per sentence taken as 1 when both are 0.
+            length = length * (ops.maximum(rows, 1) // ops.maximum(batch_size, 1))
         return ops.transpose(ops.reshape(projected, (batch_size, length, self.num_heads, depth)), (0, 2, 1, 3))
 
     def init_cache(self, batch_size):
