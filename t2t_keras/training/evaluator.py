@@ -80,10 +80,11 @@ class Evaluator:
             optional = iterator.get_next_as_optional()
             if not optional.has_value():
                 break
-            per_replica = self.strategy.run(tf.autograph.experimental.do_not_convert(self._replica_sums), args=(optional.get_value(),))
+            per_replica = self.strategy.run(self._replica_sums, args=(optional.get_value(),))
             totals += self.strategy.reduce(SUM, per_replica, axis=None)
         return totals
 
+    @tf.autograph.experimental.do_not_convert  # AutoGraph is for _run_fn's loop, not for the model
     def _replica_sums(self, features):
         targets = features["targets"]
         weights = tf.cast(targets != PAD_ID, tf.float32)
