@@ -28,6 +28,7 @@ from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 NUM_RESERVED = max(PAD_ID, EOS_ID, UNK_ID) + 1  # always in the shortlist, so EOS keeps its column
 MAX_PAIRS = 1_000_000  # training pairs counted (the first ones): a bounded start-up cost on WMT14's 4.5M
+MERGE_FLOOR = 1 << 22  # co-occurrence entries held unmerged at most (beyond the merged ones): 64 MB of keys
 
 
 class Shortlist(NamedTuple):
@@ -58,6 +59,7 @@ class Shortlist(NamedTuple):
         source_counts = np.zeros(source_vocab_size, np.int64)
         target_counts = np.zeros(target_vocab_size, np.int64)
         keys, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        pending_keys, pending_counts = [], []  # blocks' counts not yet merged into (keys, counts)
         for source_values, source_splits, target_values, target_splits in blocks:
             source_values, source_splits = _distinct_per_row(source_values, source_splits, source_vocab_size)
             target_values, target_splits = _distinct_per_row(target_values, target_splits, target_vocab_size)
@@ -66,8 +68,14 @@ class Shortlist(NamedTuple):
             block_keys, block_counts = np.unique(
                 _cross_products(source_values, source_splits, target_values, target_splits, target_vocab_size),
                 return_counts=True)
-            keys, inverse = np.unique(np.concatenate([keys, block_keys]), return_inverse=True)
-            counts = np.bincount(inverse, weights=np.concatenate([counts, block_counts])).astype(np.int64)
+            pending_keys.append(block_keys)
+            pending_counts.append(block_counts)
+            # Merged only once the pending entries outnumber the merged ones (and a floor):
+            # each entry is re-sorted O(log blocks) times, not once per later block.
+            if sum(map(len, pending_keys)) > max(len(keys), MERGE_FLOOR):
+                keys, counts = _merged_counts([keys, *pending_keys], [counts, *pending_counts])
+                pending_keys, pending_counts = [], []
+        keys, counts = _merged_counts([keys, *pending_keys], [counts, *pending_counts])
 
         sources, targets = keys // target_vocab_size, keys % target_vocab_size
         dice = 2.0 * counts / (source_counts[sources] + target_counts[targets])
@@ -169,6 +177,12 @@ class Shortlist(NamedTuple):
 
         with np.load(io.BytesIO(files.read_bytes(path))) as arrays:
             return cls(arrays["candidates"].astype(np.int32), arrays["frequent"].astype(np.int32))
+
+
+def _merged_counts(keys: list[np.ndarray], counts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse counts (ascending keys, their counts) summed over the (keys, counts) given."""
+    keys, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    return keys, np.bincount(inverse, weights=np.concatenate(counts)).astype(np.int64)
 
 
 def _flat(rows) -> tuple[np.ndarray, np.ndarray]:
