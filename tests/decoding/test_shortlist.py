@@ -9,6 +9,7 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.checkpoints import RunDir
 from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding import shortlist as shortlist_module
 from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.errors import UsageError
@@ -35,6 +36,19 @@ def test_candidates_are_ranked_by_dice_and_frequent_by_pair_count():
     np.testing.assert_array_equal(chunked.candidates, shortlist.candidates)
     limited = shortlist.limited(1, 1)
     assert limited.candidates[6].tolist() == [21] and limited.frequent.tolist() == [1]
+
+
+def test_counts_merged_block_by_block_give_the_table_of_all_pairs_at_once(monkeypatch):
+    """A large corpus's blocks are merged into the running counts as they come (geometrically):
+    forced here from the first block of 7 random pairs on, the table is the one counted in one block."""
+    rng = np.random.default_rng(0)
+    pairs = [(rng.integers(3, VOCAB, rng.integers(1, 8)).tolist(), rng.integers(3, VOCAB, rng.integers(1, 8)).tolist())
+             for _ in range(300)]
+    at_once = Shortlist.from_pairs(pairs, VOCAB, VOCAB, per_source=12, frequent=10, block_pairs=len(pairs))
+    monkeypatch.setattr(shortlist_module, "MERGE_FLOOR", 0)
+    merged = Shortlist.from_pairs(pairs, VOCAB, VOCAB, per_source=12, frequent=10, block_pairs=7)
+    np.testing.assert_array_equal(merged.candidates, at_once.candidates)
+    np.testing.assert_array_equal(merged.frequent, at_once.frequent)
 
 
 def test_merged_alternates_by_rank_each_token_once_in_the_first_ones_size():
