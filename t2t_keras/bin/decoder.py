@@ -83,19 +83,33 @@ def main(argv) -> int:
         raise UsageError(f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, --decode_from_file has {total}; they must be aligned.")
     if FLAGS.score_file:
         return _score(run_dir, decode_hparams, ensemble)
-    run_dir.require_checkpoint(FLAGS.checkpoint_path)  # TensorFlow loads here, once the flags are known to be good
+    from t2t_keras import files
+    from t2t_keras.checkpoints import resolve_checkpoint
+    from t2t_keras.decoding.resumable_output import ResumableOutput, output_record
+
+    # Resolved once (TensorFlow loads here, once the flags are known to be good): the
+    # checkpoints an output's record names are the ones decoded.
+    checkpoints = [run_dir.require_checkpoint(FLAGS.checkpoint_path), *(resolve_checkpoint(member, "--ensemble")[1] for member in ensemble)]
+    shards, shard = FLAGS.decode_shards, FLAGS.decode_shard_id
+    first, end = shard * total // shards, (shard + 1) * total // shards
+    path = FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
+    output = None
+    if FLAGS.decode_to_file and files.is_local(path) and not FLAGS.decode_interactive:
+        record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, FLAGS.with_scores)
+        output = ResumableOutput(path, record, FLAGS.n_best)
+        # A rerun of another input, checkpoint or settings is refused, and a finished one ends, before any model is built.
+        if output.progress(FLAGS.start_over)[1]:
+            return _nothing_to_do(path, end - first)
 
     from t2t_keras.decoding.translator import Translator
     from t2t_keras.system import cores_for_decoding
 
     decode_hparams = dataclasses.replace(decode_hparams, parallel_parts=cores_for_decoding(decode_hparams.parallel_parts))
-    translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path, ensemble)
+    translator = Translator.from_run_dir(run_dir.path, decode_hparams, checkpoints[0], checkpoints[1:])
     if FLAGS.decode_interactive:
         file_decoding.interactive(translator)
         return 0
 
-    shards, shard = FLAGS.decode_shards, FLAGS.decode_shard_id
-    first, end = shard * total // shards, (shard + 1) * total // shards
     report = file_decoding.DecodeReport()
     stats = TextStats()
 
@@ -115,24 +129,16 @@ def main(argv) -> int:
         _summary(translator, report, stats, problem, reference, best, resumed=0, block=(first, end))
         return 0
 
-    from t2t_keras import files
-    from t2t_keras.decoding.resumable_output import ResumableOutput, output_record
-
-    path = FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
-    if not files.is_local(path):  # no appending there: the whole output at once, when complete
+    if output is None:  # an object store: no appending there; the whole output at once, when complete
         with files.atomic_path(path) as temporary, files.open_file(temporary, "w") as handle:
             _decode(translator, problem, numbered(0), lambda lines: handle.write("".join(line + "\n" for line in lines)),
                     report, end - first, 0)
         best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best, FLAGS.with_scores)
         _summary(translator, report, stats, problem, None if reference is None else reference[first:end], best, resumed=0, block=(first, end))
         return 0
-    record = output_record(FLAGS.decode_from_file, (first, end), translator.checkpoint_paths, decode_hparams,
-                           FLAGS.n_best, FLAGS.with_scores)
-    output = ResumableOutput(path, record, FLAGS.n_best)
     done, complete = output.open(FLAGS.start_over)
-    if complete:
-        print(f"{path} is complete ({end - first} input lines); nothing to do (--start_over decodes it again).", file=sys.stderr)
-        return 0
+    if complete:  # finished by another run since the check above
+        return _nothing_to_do(path, end - first)
     if done:
         print(f"resuming {path}: {done} of {end - first} input lines are done; decoding the {end - first - done} left.", file=sys.stderr)
     finished = False
@@ -152,6 +158,11 @@ def main(argv) -> int:
         best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best, FLAGS.with_scores)
         reference = reference[first:end]
     _summary(translator, report, stats, problem, reference, best, resumed=done, block=(first, end))
+    return 0
+
+
+def _nothing_to_do(path: str, lines: int) -> int:
+    print(f"{path} is complete ({lines} input lines); nothing to do (--start_over decodes it again).", file=sys.stderr)
     return 0
 
 

@@ -54,23 +54,30 @@ class ResumableOutput:
         self.lines_per_input = lines_per_input
         self.handle = None
 
-    def open(self, start_over: bool = False) -> tuple[int, bool]:
-        """(inputs already decoded, whether the output is complete), after checking that the
-        record matches and cutting the output back to its last complete input; the output is
-        then open for appending."""
+    def progress(self, start_over: bool = False) -> tuple[int, bool]:
+        """(inputs already decoded, whether the output is complete), changing nothing; a
+        UsageError if the output was made from another record. Cheap: a program asks before it
+        builds a model, so that a refused or finished rerun ends at once."""
         previous = None if start_over else self._previous_record()
-        done = 0
-        if previous is not None:
-            changed = [key for key in self.record if previous.get(key) != self.record[key]]
-            if changed:
-                raise UsageError(
-                    f"{self.path} was decoded with another {', '.join(_names(changed))} (see {self.record_path}); "
-                    "rerun with --start_over to decode it again, or choose another --decode_to_file."
-                )
-            done = self.complete_inputs()
-            first, end = self.record["lines"]
-            if previous.get("complete") and done == end - first:
-                return done, True
+        if previous is None:
+            return 0, False
+        changed = [key for key in self.record if previous.get(key) != self.record[key]]
+        if changed:
+            raise UsageError(
+                f"{self.path} was decoded with another {', '.join(_names(changed))} (see {self.record_path}); "
+                "rerun with --start_over to decode it again, or choose another --decode_to_file."
+            )
+        done = self.complete_inputs()
+        first, end = self.record["lines"]
+        return done, bool(previous.get("complete")) and done == end - first
+
+    def open(self, start_over: bool = False) -> tuple[int, bool]:
+        """`progress`, then, unless complete, the output cut back to its last complete input
+        and open for appending."""
+        done, complete = self.progress(start_over)
+        if complete:
+            return done, True
+        previous = None if start_over else self._previous_record()
         files.write_atomically(self.record_path, json.dumps({**self.record, "complete": False}, indent=2) + "\n")
         mode = "r+b" if previous is not None and files.exists(self.path) else "wb"
         self.handle = files.open_file(self.path, mode)

@@ -76,11 +76,14 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
     assert output.read_bytes() == reference
     assert json.loads((tmp_path / "out.de.decode.json").read_text())["complete"] is True
 
-    # The record refuses a resume from another input or another checkpoint, in one line each.
+    # The record refuses a resume from another input or another checkpoint, in one line each,
+    # before any model is built: the other run's weights cannot even be read.
     changed_input = tmp_path / "changed.en"
     shutil.copyfile(long_input, changed_input)
     other_run = tmp_path / "other_run"
     shutil.copytree(trained_output_dir, other_run)
+    for weights in other_run.glob("ckpt-*.data-*"):
+        weights.write_bytes(b"")
     output.write_bytes(reference[: reference.index(b"\n", 100) + 1])  # as if killed early
     with open(changed_input, "a", encoding="utf-8") as handle:
         handle.write("One more line.\n")
@@ -93,6 +96,10 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
     assert_one_line_error(refusals[1], f"error: {output} was decoded with another checkpoint")
     assert "--start_over" in refusals[1].stderr
     assert refusals[2].returncode == 0, refusals[2].stderr
+    assert output.read_bytes() == reference
+    finished = subprocess.run(_decoder(*run, f"--decode_to_file={output}"), capture_output=True, text=True)
+    assert finished.returncode == 0 and finished.stderr.strip().splitlines()[-1] == (
+        f"{output} is complete ({LINES} input lines); nothing to do (--start_over decodes it again)."), finished.stderr
     assert output.read_bytes() == reference
 
 
