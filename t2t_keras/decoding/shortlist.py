@@ -28,7 +28,7 @@ from t2t_keras.token_ids import EOS_ID, PAD_ID, UNK_ID
 
 NUM_RESERVED = max(PAD_ID, EOS_ID, UNK_ID) + 1  # always in the shortlist, so EOS keeps its column
 MAX_PAIRS = 1_000_000  # training pairs counted (the first ones): a bounded start-up cost on WMT14's 4.5M
-MERGE_FLOOR = 1 << 22  # co-occurrence entries held unmerged at most (beyond the merged ones): 64 MB of keys
+MERGE_FLOOR = 1 << 22  # a merge waits for this many unmerged co-occurrence entries (64 MB of keys), or as many as are merged
 
 
 class Shortlist(NamedTuple):
