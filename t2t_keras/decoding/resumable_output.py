@@ -58,26 +58,15 @@ class ResumableOutput:
         """(inputs already decoded, whether the output is complete), changing nothing; a
         UsageError if the output was made from another record. Cheap: a program asks before it
         builds a model, so that a refused or finished rerun ends at once."""
-        previous = None if start_over else self._previous_record()
-        if previous is None:
-            return 0, False
-        changed = [key for key in self.record if previous.get(key) != self.record[key]]
-        if changed:
-            raise UsageError(
-                f"{self.path} was decoded with another {', '.join(_names(changed))} (see {self.record_path}); "
-                "rerun with --start_over to decode it again, or choose another --decode_to_file."
-            )
-        done = self.complete_inputs()
-        first, end = self.record["lines"]
-        return done, bool(previous.get("complete")) and done == end - first
+        _, done, complete = self._state(start_over)
+        return done, complete
 
     def open(self, start_over: bool = False) -> tuple[int, bool]:
         """`progress`, then, unless complete, the output cut back to its last complete input
         and open for appending."""
-        done, complete = self.progress(start_over)
+        previous, done, complete = self._state(start_over)
         if complete:
             return done, True
-        previous = None if start_over else self._previous_record()
         files.write_atomically(self.record_path, json.dumps({**self.record, "complete": False}, indent=2) + "\n")
         mode = "r+b" if previous is not None and files.exists(self.path) else "wb"
         self.handle = files.open_file(self.path, mode)
@@ -100,6 +89,21 @@ class ResumableOutput:
         self.handle = None
         if complete:
             files.write_atomically(self.record_path, json.dumps({**self.record, "complete": True}, indent=2) + "\n")
+
+    def _state(self, start_over: bool) -> tuple[dict | None, int, bool]:
+        """(the previous record, or None for a new output; inputs done; whether complete)."""
+        previous = None if start_over else self._previous_record()
+        if previous is None:
+            return None, 0, False
+        changed = [key for key in self.record if previous.get(key) != self.record[key]]
+        if changed:
+            raise UsageError(
+                f"{self.path} was decoded with another {', '.join(_names(changed))} (see {self.record_path}); "
+                "rerun with --start_over to decode it again, or choose another --decode_to_file."
+            )
+        done = self.complete_inputs()
+        first, end = self.record["lines"]
+        return previous, done, bool(previous.get("complete")) and done == end - first
 
     def _previous_record(self) -> dict | None:
         if not files.exists(self.path) or not files.exists(self.record_path):

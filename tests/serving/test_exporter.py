@@ -95,7 +95,6 @@ def test_layout_is_what_tf_serving_expects(served):
 def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_path, monkeypatch):
     """Killed or failing while writing, an export leaves nothing TF Serving would load, and
     nothing half-written under any name (the temporary .incomplete.<version> is removed)."""
-
     def failing_save(_, path, **__):
         os.makedirs(os.path.join(path, "variables"))
         open(os.path.join(path, "saved_model.pb"), "wb").close()
