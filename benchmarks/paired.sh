@@ -1,24 +1,39 @@
 #!/usr/bin/env bash
-# Paired runs of t2t-keras beside its peers (A B A B ...), the way issue #15's targets are
-# measured: this machine drifts 20-30% between minutes, so only ratios of neighbouring runs
-# mean something. Prints each benchmark's JSON line as it comes and appends it to $OUT.
+# Paired runs (A B A B ...): this machine drifts 20-30% between minutes, so only ratios of
+# neighbouring runs mean something. Prints each benchmark's JSON line as it comes, appends it
+# (with a "label") to $OUT, and ends with the medians and ratios of this run
+# (benchmarks/paired_summary.py).
 #
-#   bash benchmarks/paired.sh decode [pairs]   # CTranslate2 float32 and int8 (one batch, two halves), ours
-#   bash benchmarks/paired.sh train [pairs]    # keras-hub vs ours, tiny then base
+#   bash benchmarks/paired.sh decode [pairs]        # CTranslate2 float32 and int8 (one batch, two halves), ours
+#   bash benchmarks/paired.sh train [pairs]         # keras-hub vs ours, tiny then base
+#   bash benchmarks/paired.sh decode 3 --against b17efc8   # the working tree vs a commit, nothing else
+#   bash benchmarks/paired.sh train 3 --against HEAD~1
+#
+# --against COMMIT checks COMMIT out into a temporary git worktree and runs its own copy of
+# each benchmark script (the working tree's where it has none) with the same .venv, its
+# package first on PYTHONPATH: a regression is caught the day it is written.
 #
 # Every peer runs in its better configuration: CTranslate2 both as one batch and as two halves
 # side by side (--parts 1|2), keras-hub with the malloc settings ours gets from
 # t2t_keras.system.keep_freed_memory. Ours and keras-hub run in each of $PRECISIONS (default:
 # fp32, and bf16 where the CPU has bfloat16 units).
-# Needs the peers' folder in $T2T_BENCH_DIR and their venvs (its setup_venvs.sh; $BENCH_VENVS, default /tmp/bench).
-# Run it alone: two benchmarks at once on 2 cores spoil each other.
+# Needs the peers' folder in $T2T_BENCH_DIR and their venvs (its setup_venvs.sh; $BENCH_VENVS,
+# default /tmp/bench); --against needs neither.
+# $PAIRED_LOG, if set, collects the benchmarks' stderr. Run it alone: two benchmarks at once
+# on 2 cores spoil each other.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
-bench="${T2T_BENCH_DIR:?set T2T_BENCH_DIR to the peers' benchmark folder (on this project's machines: ../shared/bench)}"
 venvs="${BENCH_VENVS:-${TMPDIR:-/tmp}/bench}"
 what="${1:?decode or train}"
 pairs="${2:-3}"
+against=""
+if [ "${3:-}" = "--against" ]; then
+    against="${4:?--against needs a commit}"
+elif [ -n "${3:-}" ]; then
+    echo "error: the third argument is --against COMMIT, not '$3'" >&2; exit 2
+fi
+case "$what" in decode|train) ;; *) echo "error: the first argument is decode or train, not '$what'" >&2; exit 2 ;; esac
 OUT="${OUT:-$here/results-$(date +%Y-%m-%d).jsonl}"
 ours="$repo/.venv/bin/python"
 export TF_CPP_MIN_LOG_LEVEL=2
@@ -26,35 +41,82 @@ if [ -z "${PRECISIONS:-}" ]; then  # t2t_keras.system.bfloat16_units decides, as
     PRECISIONS="$("$ours" -c 'from t2t_keras.system import bfloat16_units; print("fp32 bf16" if bfloat16_units() else "fp32")' 2>/dev/null)"
 fi
 precisions="$PRECISIONS"
+run_started="$(date -u +%Y-%m-%dT%H:%M:%S)"
 
-run() {  # a benchmark command; its JSON line to stdout and $OUT
-    local line
-    line="$("$@" 2>/dev/null | tail -n 1)"
+if [ -z "$against" ]; then
+    bench="${T2T_BENCH_DIR:?set T2T_BENCH_DIR to the peers' benchmark folder (on this project's machines: ../shared/bench)}"
+else
+    commit="$(git -C "$repo" rev-parse --verify --quiet "$against^{commit}")" \
+        || { echo "error: --against $against: no such commit in $repo" >&2; exit 2; }
+    other="$(mktemp -d "${TMPDIR:-/tmp}/t2t-against-XXXXXX")"
+    trap 'git -C "$repo" worktree remove --force "$other" >/dev/null 2>&1 || rm -rf "$other"' EXIT
+    git -C "$repo" worktree add --detach --quiet "$other" "$commit"
+    # The catalogs are importable only as t2t_keras.problems / t2t_keras.hparams (the editable
+    # install's mapping, which points at the working tree): the same names, inside the copy.
+    ln -s ../problems "$other/t2t_keras/problems"
+    ln -s ../hparams "$other/t2t_keras/hparams"
+fi
+
+run() {  # LABEL COMMAND...: the command's last stdout line (its JSON), labelled, to stdout and $OUT
+    local label="$1" line
+    shift
+    line="$("$@" 2>>"${PAIRED_LOG:-/dev/null}" | tail -n 1)" || true
+    line="$(LABEL="$label" STARTED="$run_started" "$ours" -c '
+import json, os, sys
+line = sys.argv[1]
+try:
+    result = json.loads(line)
+except ValueError:
+    result = {"status": "failed", "output": line[-300:]}
+print(json.dumps({"label": os.environ["LABEL"], "paired_run": os.environ["STARTED"], **result}))' "$line")"
     echo "$line"
     echo "$line" >> "$OUT"
+}
+
+ours_in() {  # TREE LABEL SCRIPT ARGS...: one of our benchmarks, run with TREE's package and script
+    local tree="$1" label="$2" script="$3"
+    shift 3
+    local path="$tree/benchmarks/$script"
+    [ -f "$path" ] || path="$here/$script"
+    if [ "$tree" = "$repo" ]; then
+        run "$label" "$ours" "$path" "$@"
+    else
+        PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" run "$label" "$ours" "$path" "$@"
+    fi
 }
 
 for pair in $(seq "$pairs"); do
     case "$what" in
         decode)
-            for compute_type in float32 int8; do
-                for parts in 1 2; do
-                    (cd "$bench" && run "$venvs/venv-torch/bin/python" decode_ct2.py --compute_type "$compute_type" --parts "$parts")
+            if [ -z "$against" ]; then
+                for compute_type in float32 int8; do
+                    for parts in 1 2; do
+                        (cd "$bench" && run "ctranslate2 $compute_type parts=$parts" \
+                            "$venvs/venv-torch/bin/python" decode_ct2.py --compute_type "$compute_type" --parts "$parts")
+                    done
                 done
-            done
+            fi
             for precision in $precisions; do
-                run "$ours" "$here/decode_speed.py" --precision "$precision"
+                flag=(); [ "$precision" = fp32 ] || flag=(--precision "$precision")  # older scripts know fp32 only
+                [ -z "$against" ] || ours_in "$other" "$against $precision" decode_speed.py "${flag[@]}"
+                ours_in "$repo" "ours $precision" decode_speed.py "${flag[@]}"
             done
             ;;
         train)
             for size in tiny base; do
                 for precision in $precisions; do
-                    (cd "$bench" && MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 \
-                        run "$venvs/venv-tf/bin/python" train_keras.py --size "$size" --impl keras_hub --precision "$precision")
-                    run "$ours" "$here/train_throughput.py" --size "$size" --precision "$precision"
+                    flag=(); [ "$precision" = fp32 ] || flag=(--precision "$precision")
+                    if [ -z "$against" ]; then
+                        (cd "$bench" && MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 \
+                            run "keras-hub $size $precision" "$venvs/venv-tf/bin/python" train_keras.py \
+                            --size "$size" --impl keras_hub --precision "$precision")
+                    else
+                        ours_in "$other" "$against $size $precision" train_throughput.py --size "$size" "${flag[@]}"
+                    fi
+                    ours_in "$repo" "ours $size $precision" train_throughput.py --size "$size" "${flag[@]}"
                 done
             done
             ;;
-        *) echo "error: the first argument is decode or train, not '$what'" >&2; exit 2 ;;
     esac
 done
+"$ours" "$here/paired_summary.py" "$OUT" --run "$run_started"

@@ -1,0 +1,69 @@
+"""The medians and ratios of one `paired.sh` run, from its labelled JSON lines.
+
+    .venv/bin/python benchmarks/paired_summary.py benchmarks/results-DATE.jsonl [--run PAIRED_RUN]
+
+Each label's rate per pair (the n-th line of a label belongs to pair n), its median, and
+the median over pairs of each ratio "ours ..." / "other ...", where "other" is the label that
+names the same configuration (the --against commit's, or a peer's): the paired measure,
+since the machine drifts between pairs more than within one.
+"""
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+
+RATE = {"decode": "sentences_per_s", "decode_file": "sentences_per_s", "train": "tgt_tok_per_s"}
+
+
+def rate(line: dict) -> float | None:
+    key = RATE.get(line.get("bench") or line.get("benchmark"))
+    return line.get(key) if key else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results")
+    parser.add_argument("--run", help="the paired_run of the lines to read (default: the file's last run)")
+    args = parser.parse_args()
+    with open(args.results) as handle:
+        lines = [json.loads(text) for text in handle if text.strip().startswith("{")]
+    lines = [line for line in lines if "paired_run" in line]
+    if not lines:
+        raise SystemExit(f"error: {args.results} has no lines of a paired.sh run")
+    run = args.run or lines[-1]["paired_run"]
+    by_label = defaultdict(list)
+    for line in lines:
+        if line["paired_run"] == run:
+            by_label[line["label"]].append(rate(line))
+    print(f"paired run {run}: rate per pair (sentences/s or target tokens/s), median")
+    for label, rates in by_label.items():
+        shown = " ".join("failed" if r is None else f"{r:g}" for r in rates)
+        good = [r for r in rates if r is not None]
+        print(f"  {label:32s} {shown}   median {statistics.median(good):g}" if good else f"  {label:32s} {shown}")
+    print("ratios (median over pairs of ours / other):")
+    for label, rates in by_label.items():
+        if not label.startswith("ours "):
+            continue
+        config = label[len("ours "):]
+        for other, other_rates in by_label.items():
+            if other.startswith("ours ") or not _same_configuration(config, other):
+                continue
+            ratios = [a / b for a, b in zip(rates, other_rates) if a and b]
+            if ratios:
+                print(f"  {label} / {other}: {statistics.median(ratios):.3f} "
+                      f"(pairs: {' '.join(f'{r:.3f}' for r in ratios)})")
+
+
+def _same_configuration(config: str, other: str) -> bool:
+    """Whether label `other` ("COMMIT fp32", "keras-hub tiny fp32", "ctranslate2 int8 parts=2")
+    is compared with ours of `config` ("fp32", "tiny fp32"): the same words after its first
+    (an --against commit or keras-hub), or any CTranslate2 line for a decode configuration."""
+    words = other.split()
+    if words[0] == "ctranslate2":
+        return len(config.split()) == 1  # decode: every precision of ours against every CT2 line
+    return words[1:] == config.split()
+
+
+if __name__ == "__main__":
+    main()
