@@ -48,7 +48,7 @@ def main():
     forced = lambda step_fn: decode_speed.forced_steps(step_fn, steps, shape.vocab)  # noqa: E731
 
     def prepared():
-        return model.init_cache(model.encode(sources), beam)
+        return model.init_decoding(model.encode(sources), beam)
 
     @tf.function(autograph=False)
     def full():
@@ -57,11 +57,12 @@ def main():
 
     @tf.function(autograph=False)
     def model_only():
+        memory, cache = prepared()
+
         def body(index, ids, cache):
-            logits, cache = model.decode_step(ids, index, cache)
+            logits, cache = model.decode_step(ids, index, cache, memory)
             return index + 1, tf.argmax(logits, axis=-1, output_type=tf.int32), cache
 
-        cache = prepared()
         invariants = (tf.TensorShape([]), tf.TensorShape([None]), tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), cache))
         return tf.while_loop(lambda i, *_: i < steps, body, (tf.constant(0), tf.zeros([batch * beam], tf.int32), cache),
                              shape_invariants=invariants)[1]

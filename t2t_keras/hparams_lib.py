@@ -226,6 +226,12 @@ class DecodeHParams:
         "the output product covers only them); 0 = the whole vocabulary",
     )
     shortlist_frequent: int = _field(1000, DECODING, "shortlist: the most frequent target tokens always in it (at most 1000)")
+    exact_search: bool = _field(
+        False, DECODING,
+        "search until no alive hypothesis could beat a finished one even at the maximum length (the n-best list is "
+        "then the exact K best of the beam; with a large alpha up to 2.6x slower); default: a sentence stops once its "
+        "best finished hypothesis beats its best alive one at the current length, as OpenNMT and CTranslate2",
+    )
 
     @property
     def sampling(self) -> bool:

@@ -32,19 +32,17 @@ class Hypothesis(NamedTuple):
 EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)
 
 
-def _reorder_cache(cache, reorder_fn):  # the self-attention caches follow their hypotheses
-    return cache.reorder(reorder_fn)
-
-
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
-                 wrap_step: Callable | None = None, cached: bool = True, shortlist=None):
+                 wrap_step: Callable | None = None, cached: bool = True, shortlist=None, exact: bool = False,
+                 n_best: int = 1):
     """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
-    once, its keys and values are projected once per layer (`init_cache`), and every step
+    once, its keys and values are projected once per layer (`init_decoding`), and every step
     feeds one token per hypothesis. `cached=False` runs the whole decoder over each
     hypothesis's prefix at every step instead (the reference the cache must match, and the
     baseline it is timed against). `wrap_step` wraps the step function (the benchmarks force
     a fixed number of steps with it). With a `shortlist.Shortlist`, the search chooses among
-    the batch's shortlisted tokens only, and the step computes only their logits. Returns a
+    the batch's shortlisted tokens only, and the step computes only their logits. `exact` and
+    `n_best`: when the search stops (`beam_search.beam_search`). Returns a
     `beam_search.BeamSearchResult`."""
     import tensorflow as tf
 
@@ -56,16 +54,21 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
         mask = shortlist.sentence_mask(input_ids, vocabulary)
     encoded = model.encode(input_ids, training=False)
     if cached:
-        state, step = model.init_cache(encoded, beam_size, vocabulary, mask), model.decode_step
-        reorder_state = _reorder_cache
+        memory, state = model.init_decoding(encoded, beam_size, vocabulary, mask)
+        step = _step_over(model, memory)
     else:
-        (state, step), reorder_state = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, mask), None
+        state, step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, mask)
     filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
     return beam_search(
         wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
-        eos_id=EOS_ID, reorder_state=reorder_state, token_filter=token_filter, filter_state=filter_state,
-        vocabulary=vocabulary,
+        eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state,
+        vocabulary=vocabulary, exact=exact, n_best=n_best,
     )
+
+
+def _step_over(model, memory):
+    """The model's decode step reading `memory`: captured by the search's loop, not carried."""
+    return lambda ids, index, cache: model.decode_step(ids, index, cache, memory)
 
 
 def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None, sentence_mask=None):
@@ -98,10 +101,10 @@ def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int,
     (a `beam_search.BeamSearchResult`)."""
     from t2t_keras.decoding.beam_search import sample
 
-    cache = model.init_cache(model.encode(input_ids, training=False), samples)
+    memory, cache = model.init_decoding(model.encode(input_ids, training=False), samples)
     filter_state = token_filter.initial_state(input_ids, samples) if token_filter else None
     return sample(
-        model.decode_step, cache, seeds, max_lengths, eos_id=EOS_ID, top_k=top_k, temperature=temperature,
+        _step_over(model, memory), cache, seeds, max_lengths, eos_id=EOS_ID, top_k=top_k, temperature=temperature,
         alpha=alpha, samples=samples, token_filter=token_filter, filter_state=filter_state,
     )
 
@@ -198,8 +201,8 @@ def translate_lines(translator, lines: list[str], n_best: int = 1, log_probs: bo
         batch = padded_batch([encoded[i] for i in rows])
         if hparams.sampling:
             result = translator.sample_ids(batch, np.array([line_seed(hparams.seed, line_numbers[i]) for i in rows], np.int64))
-        else:
-            result = translator.translate_ids(batch)
+        else:  # the best only: a search that stops as soon as it is settled
+            result = (translator.best_ids if n_best == 1 else translator.translate_ids)(batch)
         return result["ids"].numpy(), result["scores"].numpy()
 
     row_batches = ([order[k] for k in chunk] for chunk in batches([len(encoded[i]) for i in order], hparams))

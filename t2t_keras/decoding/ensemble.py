@@ -8,22 +8,12 @@ the ensemble exactly as on one model.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import tensorflow as tf
 
 
-class EnsembleCache(NamedTuple):
-    """One `DecoderCache` per model; beam search reorders them all together."""
-
-    caches: tuple
-
-    def reorder(self, reorder_fn) -> "EnsembleCache":
-        return EnsembleCache(tuple(cache.reorder(reorder_fn) for cache in self.caches))
-
-
 class Ensemble(tf.Module):
-    """The models' interface for decoding (encode, init_cache, decode_step, and a teacher-forced
+    """The models' interface for decoding (encode, init_decoding, decode_step, and a teacher-forced
     call for scoring), returning log mean probabilities where a model returns logits. The
     models must share their vocabularies (`Translator.from_run_dir` checks)."""
 
@@ -43,13 +33,15 @@ class Ensemble(tf.Module):
     def encode(self, inputs, training=None):
         return tuple(model.encode(inputs, training=training) for model in self.models)
 
-    def init_cache(self, encoded, beam_size: int = 1, vocabulary=None, sentence_mask=None) -> EnsembleCache:
-        return EnsembleCache(tuple(model.init_cache(e, beam_size, vocabulary, sentence_mask)
-                                   for model, e in zip(self.models, encoded)))
+    def init_decoding(self, encoded, beam_size: int = 1, vocabulary=None, sentence_mask=None) -> tuple[tuple, tuple]:
+        """(one `DecoderMemory` per model, one `DecoderCache` per model)."""
+        memories, caches = zip(*(model.init_decoding(e, beam_size, vocabulary, sentence_mask)
+                                 for model, e in zip(self.models, encoded)))
+        return memories, caches
 
-    def decode_step(self, ids, index, cache: EnsembleCache):
-        steps = [model.decode_step(ids, index, c) for model, c in zip(self.models, cache.caches)]
-        return self._mean_probabilities([logits for logits, _ in steps]), EnsembleCache(tuple(c for _, c in steps))
+    def decode_step(self, ids, index, cache: tuple, memory: tuple):
+        steps = [model.decode_step(ids, index, c, m) for model, c, m in zip(self.models, cache, memory)]
+        return self._mean_probabilities([logits for logits, _ in steps]), tuple(c for _, c in steps)
 
 
 class _EachProjection:

@@ -15,6 +15,8 @@ decoder's start-up (EXPERIMENTS.md, "Start-up"). `translate` and `score` are the
 
 from __future__ import annotations
 
+import functools
+
 import tensorflow as tf
 
 from t2t_keras.decoding import batch_decoding
@@ -121,11 +123,22 @@ class Translator(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")], autograph=False)
     def translate_ids(self, input_ids):
         """Source ids [B, S] (EOS-terminated, 0-padded) -> {ids [B, K, L], scores [B, K], lengths [B, K]}:
-        beam search, or with sampling, K samples drawn with each sentence's seed from its ids."""
+        the K hypotheses of beam search, each final (a sentence's search runs until all K are
+        settled), or with sampling, K samples drawn with each sentence's seed from its ids."""
+        return self._translate_ids(input_ids, self.decode_hparams.beam_size)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")], autograph=False)
+    def best_ids(self, input_ids):
+        """translate_ids for the best output only: a sentence's search stops as soon as its best
+        hypothesis is settled, so only the first of the K is final. What one output per input
+        (the decoder without --n_best, serving_default) runs."""
+        return self._translate_ids(input_ids, 1)
+
+    def _translate_ids(self, input_ids, n_best: int):
         if self.decode_hparams.sampling:
             return self.sample_ids(input_ids, self._seeds_of(input_ids))
         input_ids = self._capped(input_ids)
-        result = search_in_parts(self._search, input_ids, self.parallel_parts)
+        result = search_in_parts(functools.partial(self._search, n_best=n_best), input_ids, self.parallel_parts)
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 
     @tf.function(
@@ -147,10 +160,11 @@ class Translator(tf.Module):
     def _max_lengths(self, input_ids):
         return batch_decoding.max_lengths(input_ids, self.decode_hparams.extra_length, self.max_position)
 
-    def _search(self, input_ids):
+    def _search(self, input_ids, n_best: int):
         hp = self.decode_hparams
         return batch_decoding.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
-                                           self.token_filter, shortlist=self.shortlist)
+                                           self.token_filter, shortlist=self.shortlist, exact=hp.exact_search,
+                                           n_best=n_best)
 
     def _sample(self, input_ids, seeds):
         hp = self.decode_hparams
@@ -172,7 +186,7 @@ class Translator(tf.Module):
         """
         input_ids = self._tokenize(self.source_tokenizer, inputs)
         truncated = batch_decoding.is_over(input_ids, self.decode_hparams.max_input_tokens)
-        result = self.translate_ids(input_ids)
+        result = self.best_ids(input_ids)
         best_ids = result["ids"][:, 0]
         without_eos = tf.RaggedTensor.from_tensor(best_ids, lengths=tf.maximum(result["lengths"][:, 0] - 1, 0))
         with tf.device("/device:CPU:0"):

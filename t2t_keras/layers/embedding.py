@@ -1,5 +1,7 @@
 """Token embeddings scaled by sqrt(d_model), reusable as the pre-softmax projection."""
 
+from typing import Callable, NamedTuple
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -27,7 +29,7 @@ class SharedEmbedding(keras.layers.Layer):
             raise ValueError(f"SharedEmbedding: vocab_size and hidden_size must be positive, got {vocab_size}, {hidden_size}.")
         self.vocab_size = int(vocab_size)
         self.hidden_size = int(hidden_size)
-        self.step_transposed = False  # see choose_step_orientation
+        self.step_orientation = "nn"  # see choose_step_orientation
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -53,32 +55,26 @@ class SharedEmbedding(keras.layers.Layer):
         logits = tf.cast(_logits(flat, table), tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
-    def output_table(self, vocabulary=None):
-        """The rows `step_logits` multiplies by: the whole table, or with `vocabulary` (token
-        ids [V']) only theirs, gathered once per search (a shortlist's)."""
-        table = self._table()
-        return table if vocabulary is None else tf.gather(table, vocabulary)
+    def output_weights(self, vocabulary=None):
+        """The output projection as `step_logits` multiplies by it, prepared once per search:
+        the table's rows of `vocabulary` (token ids [V'], a shortlist's; None: all), in the
+        layout of the step orientation (see `choose_step_orientation`)."""
+        table = self._table() if vocabulary is None else tf.gather(self._table(), vocabulary)
+        return _ORIENTATIONS[self.step_orientation].prepare(table)
 
-    def step_logits(self, inputs, table=None):
-        """`logits` of one decoding step's few rows: [N, d_model] -> float32 [N, rows of table],
-        `table` from `output_table` (default: the whole table, [N, vocab_size]).
+    def step_logits(self, inputs, weights):
+        """`logits` of one decoding step's few rows: [N, d_model] -> float32 [N, V'], with
+        `weights` from `output_weights` (V' its tokens)."""
+        product = _ORIENTATIONS[self.step_orientation].product
+        return tf.cast(product(tf.cast(inputs, weights.dtype), weights), tf.float32)
 
-        In the orientation `choose_step_orientation` found faster: x @ table^T as `logits`, or
-        (table @ x^T)^T. Which one wins for a few hundred rows depends on the CPU (AVX2 and
-        AVX-512 machines disagree: EXPERIMENTS.md, "Hand-written kernels").
-        """
-        table = self._table() if table is None else table
-        inputs = tf.cast(inputs, table.dtype)
-        if self.step_transposed:
-            return tf.cast(tf.transpose(tf.matmul(table, inputs, transpose_b=True)), tf.float32)
-        return tf.cast(tf.matmul(inputs, table, transpose_b=True), tf.float32)
-
-    def choose_step_orientation(self, rows: int) -> bool:
-        """Times both orientations of `step_logits` for `rows` rows on this machine (eagerly,
-        a fraction of a second) and keeps the faster; returns whether it is the transposed
-        one. A graph traced afterwards (a SavedModel too) keeps the choice."""
-        self.step_transposed = _transposed_is_faster(self._table(), int(rows))
-        return self.step_transposed
+    def choose_step_orientation(self, rows: int) -> str:
+        """Times each orientation of `step_logits` for `rows` rows on this machine (eagerly,
+        about a second) and keeps the fastest; returns its name. A graph traced afterwards (a
+        SavedModel too) keeps the choice. Which one wins for a few hundred rows depends on the
+        CPU: EXPERIMENTS.md, "Hand-written kernels" and "Decoding the demo model"."""
+        self.step_orientation = _fastest_orientation(self._table(), int(rows))
+        return self.step_orientation
 
     def _table(self):
         """The table as the output products read it: in the variable's dtype (see `logits`),
@@ -107,26 +103,44 @@ def _logits(flat, table):
     return tf.matmul(flat, table, transpose_b=True), gradient
 
 
-def _transposed_is_faster(table, rows: int, repeats: int = 8, rounds: int = 3) -> bool:
-    """Whether (table @ x^T)^T beats x @ table^T for [rows, d] inputs: the best of `rounds`
-    runs of `repeats` chained products each (chained, so that no two are the same product)."""
+class _Orientation(NamedTuple):
+    prepare: Callable  # the table [V, d] -> the weights the product reads, once per search
+    product: Callable  # (x [N, d], weights) -> logits [N, V]
+
+
+_ORIENTATIONS = {
+    # x @ W^T with W^T copied row-major once per search: the layout oneDNN's GEMM reads best on
+    # the AVX2 EPYC (2x either other one at 64 rows).
+    "nn": _Orientation(transposed_copy, lambda x, weights: tf.matmul(x, weights)),
+    # x @ W^T reading the table in place (transpose_b), as `logits`.
+    "nt": _Orientation(lambda table: table, lambda x, table: tf.matmul(x, table, transpose_b=True)),
+    # (W @ x^T)^T: the AVX-512 EPYC's fastest for 64 rows (EXPERIMENTS.md, "Hand-written kernels").
+    "tn": _Orientation(lambda table: table, lambda x, table: tf.transpose(tf.matmul(table, x, transpose_b=True))),
+}
+
+
+def _fastest_orientation(table, rows: int, repeats: int = 8, rounds: int = 3) -> str:
+    """The orientation of the step product fastest for [rows, d] inputs: the best of `rounds`
+    runs of `repeats` chained products each (chained, so that no two are the same product),
+    each followed by a softmax over the vocabulary as in decoding (so that a transposed product
+    is materialised in [N, V] layout, not folded away into its consumer)."""
     import time
 
-    def chained(product):
+    def chained(orientation):
         @tf.function(autograph=False)
         def run(x):
+            weights = orientation.prepare(table)
             for _ in range(repeats):
-                logits = product(x)
-                x = x + 1e-3 * tf.reduce_mean(logits, axis=1, keepdims=True)
+                probabilities = tf.nn.softmax(orientation.product(x, weights))
+                x = x + tf.reduce_max(probabilities, axis=1, keepdims=True)
             return x
 
         return run
 
-    plain = chained(lambda x: tf.matmul(x, table, transpose_b=True))
-    transposed = chained(lambda x: tf.transpose(tf.matmul(table, x, transpose_b=True)))
     x = tf.random.stateless_normal([rows, table.shape[1]], seed=(0, 0), dtype=table.dtype)
     best = {}
-    for name, run in (("plain", plain), ("transposed", transposed)):
+    for name, orientation in _ORIENTATIONS.items():
+        run = chained(orientation)
         run(x).numpy()  # trace and warm up
         times = []
         for _ in range(rounds):
@@ -134,4 +148,4 @@ def _transposed_is_faster(table, rows: int, repeats: int = 8, rounds: int = 3) -
             run(x).numpy()
             times.append(time.perf_counter() - start)
         best[name] = min(times)
-    return best["transposed"] < best["plain"]
+    return min(best, key=best.get)

@@ -1,5 +1,5 @@
 """Models, registered by name (`registry.model("transformer")`)."""
 
-from t2t_keras.models.transformer import DecoderCache, Encoded, Transformer
+from t2t_keras.models.transformer import DecoderCache, DecoderMemory, Encoded, Transformer
 
-__all__ = ["DecoderCache", "Encoded", "Transformer"]
+__all__ = ["DecoderCache", "DecoderMemory", "Encoded", "Transformer"]

@@ -26,31 +26,30 @@ class Encoded(NamedTuple):
     mask: object  # [B, 1, S] bool, True on real source tokens
 
 
-class DecoderCache(NamedTuple):
-    """State of incremental decoding; every field is a tensor or a tuple of one per layer.
-
-    A flat, fixed structure of tensors, so tf.while_loop and beam search can carry and
-    reorder it with `tf.nest`; the self-attention caches grow by one position per step.
+class DecoderMemory(NamedTuple):
+    """What every decoding step reads and none changes, prepared once per search: the encoder
+    output's cross-attention keys and values (one row per sentence, shared by its hypotheses),
+    and the output projection. The step function captures it (`decode_step(..., memory)`),
+    so beam search's loop carries only the `DecoderCache`: a tensor carried through the loop
+    where the step used to read it cost default decoding 15% on an AVX-512 EPYC (issue 39).
     """
+
+    keys: tuple  # per layer [B, h, S, d_k]: cross-attention keys of the encoder output
+    values: tuple  # per layer [B, h, S, d_v]
+    mask: object  # [B, 1, S] bool
+    output_weights: object  # the output projection as `SharedEmbedding.step_logits` reads it (all tokens, or a shortlist's)
+    output_mask: object  # [B * K, V'] bool: the tokens of each hypothesis's sentence's own shortlist; () without one
+
+
+class DecoderCache(NamedTuple):
+    """State of incremental decoding that grows and follows its hypothesis: every field is a
+    tensor or a tuple of one per layer, each with a row per hypothesis, so that tf.while_loop
+    and beam search can carry and reorder it with `tf.nest`; the self-attention caches grow by
+    one position per step."""
 
     keys: tuple  # per layer [B * K, h, t, d_k]: self-attention keys of the t positions fed so far
     values: tuple  # per layer [B * K, h, t, d_v]
-    memory_keys: tuple  # per layer [B, h, S, d_k]: cross-attention keys of the encoder output
-    memory_values: tuple  # per layer [B, h, S, d_v]
-    memory_mask: object  # [B, 1, S] bool
     copied: object  # [B * K] int32: copied tokens fed so far (see CopyPositionEncoding; 0 without it)
-    output_table: object  # [V', d]: the output embedding rows of the tokens the search may choose (all V, or a shortlist's)
-    output_mask: object  # [B * K, V'] bool: the tokens of each hypothesis's sentence's own shortlist; () without one
-
-    def reorder(self, reorder_fn) -> "DecoderCache":
-        """The cache with each hypothesis's self-attention keys/values moved by `reorder_fn`.
-
-        The memory fields are the same for every hypothesis of a sentence, so beam search
-        need not gather them at every step.
-        """
-        return self._replace(
-            keys=tuple(map(reorder_fn, self.keys)), values=tuple(map(reorder_fn, self.values)), copied=reorder_fn(self.copied)
-        )
 
 
 def shift_right(targets):
@@ -66,9 +65,10 @@ class Transformer(keras.Model):
     Three separate entry points, each with one return type:
       * `call({"inputs": src, "targets": tgt})`: teacher-forced logits [B, T, V] in float32,
         where logits[:, i] predict targets[:, i] from targets[:, :i];
-      * `encode(src)` -> `Encoded`, then `init_cache(encoded, beam_size)` -> `DecoderCache`;
-      * `decode_step(ids, index, cache)` -> (logits [B * K, V], cache): one cached step that
-        feeds token `ids` [B * K] at position `index` and predicts the next token.
+      * `encode(src)` -> `Encoded`, then `init_decoding(encoded, beam_size)` -> (`DecoderMemory`,
+        `DecoderCache`);
+      * `decode_step(ids, index, cache, memory)` -> (logits [B * K, V], cache): one cached step
+        that feeds token `ids` [B * K] at position `index` and predicts the next token.
 
     Token id 0 is padding (and the decoder's start symbol, as in tensor2tensor); source
     padding is masked everywhere, target padding only needs the causal mask.
@@ -220,45 +220,42 @@ class Transformer(keras.Model):
             weights["encoder_decoder"].append(layer_weights["encoder_decoder"])
         return weights
 
-    def init_cache(self, encoded: Encoded, beam_size: int = 1, vocabulary=None, sentence_mask=None) -> DecoderCache:
-        """The cache before the first decoding step of `beam_size` hypotheses per sentence:
-        empty self-attention caches (one row per hypothesis, beam-major within a sentence),
-        the cross-attention keys and values of the encoder output (one row per sentence,
-        shared by its hypotheses), and the output embedding rows of `vocabulary` (token ids
-        [V'], a batch's shortlist: the steps' logits cover those tokens only; None: all),
-        of which each sentence may choose those of its `sentence_mask` [B, V'] (its own
-        shortlist's: MASKED_LOGIT elsewhere)."""
+    def init_decoding(self, encoded: Encoded, beam_size: int = 1, vocabulary=None,
+                      sentence_mask=None) -> tuple[DecoderMemory, DecoderCache]:
+        """The memory and the cache before the first decoding step of `beam_size` hypotheses
+        per sentence (one row per hypothesis, beam-major within a sentence): the
+        cross-attention keys and values of the encoder output, the output projection of
+        `vocabulary` (token ids [V'], a batch's shortlist: the steps' logits cover those tokens
+        only; None: all), of which each sentence may choose those of its `sentence_mask`
+        [B, V'] (its own shortlist's: MASKED_LOGIT elsewhere); and empty self-attention caches."""
         batch_size = ops.shape(encoded.outputs)[0] * beam_size
-        keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
-        memory = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
-        return DecoderCache(
-            keys=tuple(keys),
-            values=tuple(values),
-            memory_keys=tuple(k for k, _ in memory),
-            memory_values=tuple(v for _, v in memory),
-            memory_mask=encoded.mask,
-            copied=ops.zeros((batch_size,), "int32"),
-            output_table=self.softmax_projection.output_table(vocabulary),
+        projected = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
+        memory = DecoderMemory(
+            keys=tuple(k for k, _ in projected),
+            values=tuple(v for _, v in projected),
+            mask=encoded.mask,
+            output_weights=self.softmax_projection.output_weights(vocabulary),
             output_mask=() if sentence_mask is None else ops.repeat(sentence_mask, beam_size, axis=0),
         )
+        keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
+        return memory, DecoderCache(keys=tuple(keys), values=tuple(values), copied=ops.zeros((batch_size,), "int32"))
 
-    def decode_step(self, ids, index, cache: DecoderCache):
+    def decode_step(self, ids, index, cache: DecoderCache, memory: DecoderMemory):
         """Feeds `ids` [B * K] at position `index` (= the cache's length); returns (next-token
-        logits [B * K, V] float32 (V: the cache's output_table rows), the cache one position longer)."""
+        logits [B * K, V] float32 (V: the memory's output tokens), the cache one position longer)."""
         x, copied = self._embed_targets(ids[:, None], index, training=False, copied_before=cache.copied)
         x = ops.reshape(x, (-1, self.hparams.hidden_size))  # [B * K, d]: the step runs on rank-2 tensors
         keys, values = [], []
         for layer, block in enumerate(self.decoder_blocks):
             x, layer_keys, layer_values = block.call_with_cache(
-                x, cache.memory_keys[layer], cache.memory_values[layer], cache.memory_mask, cache.keys[layer], cache.values[layer]
+                x, memory.keys[layer], memory.values[layer], memory.mask, cache.keys[layer], cache.values[layer]
             )
             keys.append(layer_keys)
             values.append(layer_values)
-        cache = cache._replace(keys=tuple(keys), values=tuple(values), copied=copied)
-        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), cache.output_table)
-        if not isinstance(cache.output_mask, tuple):  # a shortlist: each sentence's own tokens only
-            logits = ops.where(cache.output_mask, logits, MASKED_LOGIT)
-        return logits, cache
+        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), memory.output_weights)
+        if not isinstance(memory.output_mask, tuple):  # a shortlist: each sentence's own tokens only
+            logits = ops.where(memory.output_mask, logits, MASKED_LOGIT)
+        return logits, DecoderCache(keys=tuple(keys), values=tuple(values), copied=copied)
 
     def _embed_sources(self, ids, training):
         x = self.source_embedding(ids)

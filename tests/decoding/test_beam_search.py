@@ -34,9 +34,10 @@ def row(eos, a, b):
 
 
 def run(tables, beam_size, alpha, max_length, batch=1):
+    """The whole n-best list of each sentence (every hypothesis settled) and its scores."""
     result = beam_search(
         table_step_fn(tables), tf.zeros([batch * beam_size, 1]), batch, beam_size, alpha,
-        tf.fill([batch], max_length), eos_id=EOS,
+        tf.fill([batch], max_length), eos_id=EOS, n_best=beam_size,
     )
     hypotheses = [[list(ids[: length]) for ids, length in zip(b_ids, b_len)] for b_ids, b_len in zip(result.ids.numpy(), result.lengths.numpy())]
     return hypotheses, result.scores.numpy()
@@ -156,18 +157,38 @@ def _exhaustive(tables, max_length, alpha, minimum, keep):
 
 @pytest.mark.parametrize("minimum, alpha", [(1, 0.0), (3, 0.0), (3, 0.6), (4, 1.0)])
 def test_filtered_search_finds_the_exhaustive_best(minimum, alpha):
-    """Beam 8 over 2 tokens and 4 steps is exact: it must return the enumeration's best, scored
-    with the unfiltered table's log-probabilities (the filter does not renormalise)."""
+    """Beam 8 over 2 tokens and 4 steps, searched exactly: it must return the enumeration's 3
+    best, scored with the unfiltered table's log-probabilities (the filter does not
+    renormalise); the default stopping rule the enumeration's best."""
     token_filter = MinimumLength(minimum)
-    result = beam_search(
-        table_step_fn(SIMPLE), tf.zeros([8, 1]), 1, 8, alpha, tf.constant([4]), eos_id=EOS,
-        token_filter=token_filter, filter_state=token_filter.initial_state(tf.zeros([1, 3]), 8),
-    )
     expected = _exhaustive(SIMPLE, 4, alpha, minimum, keep=3)
-    hypotheses = [list(ids[:length]) for ids, length in zip(result.ids.numpy()[0], result.lengths.numpy()[0])]
-    assert hypotheses[:3] == [sequence for _, sequence in expected]
-    np.testing.assert_allclose(result.scores.numpy()[0, :3], [score for score, _ in expected], rtol=1e-5)
-    assert all(len(h) >= minimum for h in hypotheses)
+    for exact, keep in ((True, 3), (False, 1)):
+        result = beam_search(
+            table_step_fn(SIMPLE), tf.zeros([8, 1]), 1, 8, alpha, tf.constant([4]), eos_id=EOS,
+            token_filter=token_filter, filter_state=token_filter.initial_state(tf.zeros([1, 3]), 8), exact=exact,
+        )
+        hypotheses = [list(ids[:length]) for ids, length in zip(result.ids.numpy()[0], result.lengths.numpy()[0])]
+        assert hypotheses[:keep] == [sequence for _, sequence in expected[:keep]]
+        np.testing.assert_allclose(result.scores.numpy()[0, :keep], [score for score, _ in expected[:keep]], rtol=1e-5)
+        assert all(len(h) >= minimum for h in hypotheses if h)  # (an empty slot: nothing finished in it)
+        assert all(hypotheses[:keep])
+
+
+# Step 0: EOS 0.7 (finished at once); every later step is flat. Alive hypotheses keep losing
+# probability, but at alpha 1.0 one that grew to the maximum length of 40 would be divided by
+# (45 / 6) = 7.5 against [EOS]'s 1: the exact bound keeps searching long after the outcome is clear.
+CLEAR_AT_ONCE = [[row(0.7, 0.15, 0.15)] * 4] + [[row(0.2, 0.4, 0.4)] * 4] * 39
+
+
+def test_default_stop_settles_when_the_best_finished_beats_the_alive_ones_at_their_length():
+    results = {exact: beam_search(table_step_fn(CLEAR_AT_ONCE), tf.zeros([4, 1]), 1, 4, 1.0, tf.constant([40]),
+                                  eos_id=EOS, exact=exact) for exact in (False, True)}
+    assert results[False].ids.numpy()[0, 0].tolist()[:1] == results[True].ids.numpy()[0, 0].tolist()[:1] == [EOS]
+    assert results[False].scores.numpy()[0, 0] == results[True].scores.numpy()[0, 0]
+    # [A] at 0.15 ending next would score at most log 0.15 / (7 / 6) = -1.63 < log 0.7: settled after one step.
+    assert results[False].ids.shape[-1] == 1
+    # log(0.15 * 0.4^(t-1)) / ((5 + 40) / 6) > log 0.7 while t < ~3.5: the exact bound runs on.
+    assert results[True].ids.shape[-1] > 2
 
 
 # --- on the model: the cache must not change the search ---

@@ -77,13 +77,14 @@ def test_cached_decoding_reproduces_teacher_forcing(variant):
     targets = _ids((2, 9), 1)
     full = _logits(model, inputs, targets)
     encoded = model.encode(inputs)
-    cache = model.init_cache(encoded)
     decoder_inputs = shift_right(targets)
-
-    step = tf.function(model.decode_step, reduce_retracing=True, autograph=False)  # the graph that beam search will run
-    for index in range(targets.shape[1]):
-        logits, cache = step(decoder_inputs[:, index], tf.constant(index), cache)
-        assert np.abs(logits.numpy() - full[:, index]).max() < 1e-4
+    for orientation in ("nn", "nt", "tn"):  # every layout choose_step_orientation may pick
+        model.softmax_projection.step_orientation = orientation
+        memory, cache = model.init_decoding(encoded)
+        step = tf.function(model.decode_step, reduce_retracing=True, autograph=False)  # the graph that beam search will run
+        for index in range(targets.shape[1]):
+            logits, cache = step(decoder_inputs[:, index], tf.constant(index), cache, memory)
+            assert np.abs(logits.numpy() - full[:, index]).max() < 1e-4
 
 
 def test_dropout_only_in_training():
