@@ -6,6 +6,10 @@
 #
 #   bash benchmarks/paired.sh decode [pairs]        # CTranslate2 float32 and int8 (one batch, two halves), ours
 #   bash benchmarks/paired.sh train [pairs]         # keras-hub vs ours, tiny then base
+#   bash benchmarks/paired.sh decode_file [pairs]   # a trained run ($RUN_DIR, default out/demo/train_avg) on
+#                                                   # Multi30k val: ours with and without its shortlist, the same
+#                                                   # weights in CTranslate2 (each compute type, one batch or two
+#                                                   # halves, with and without the vmap); sentences/s and BLEU
 #   bash benchmarks/paired.sh decode 3 --against b17efc8   # the working tree vs a commit, nothing else
 #   bash benchmarks/paired.sh train 3 --against HEAD~1
 #
@@ -33,7 +37,7 @@ if [ "${3:-}" = "--against" ]; then
 elif [ -n "${3:-}" ]; then
     echo "error: the third argument is --against COMMIT, not '$3'" >&2; exit 2
 fi
-case "$what" in decode|train) ;; *) echo "error: the first argument is decode or train, not '$what'" >&2; exit 2 ;; esac
+case "$what" in decode|train|decode_file) ;; *) echo "error: the first argument is decode, train or decode_file, not '$what'" >&2; exit 2 ;; esac
 OUT="${OUT:-$here/results-$(date +%Y-%m-%d).jsonl}"
 ours="$repo/.venv/bin/python"
 export TF_CPP_MIN_LOG_LEVEL=2
@@ -43,9 +47,21 @@ fi
 precisions="$PRECISIONS"
 run_started="$(date -u +%Y-%m-%dT%H:%M:%S)"
 
-if [ -z "$against" ]; then
+run_dir="${RUN_DIR:-$repo/out/demo/train_avg}"
+decode_hparams="${DECODE_HPARAMS:-beam_size=4,alpha=1.4}"
+if [ "$what" = decode_file ]; then
+    [ -f "$run_dir/hparams.json" ] || { echo "error: RUN_DIR=$run_dir is not a trained run (make demo writes out/demo/train_avg)" >&2; exit 2; }
+    if [ -z "$against" ]; then  # the same weights for CTranslate2, exported once for this run
+        ct2_dir="$(mktemp -d "${TMPDIR:-/tmp}/t2t-ct2-XXXXXX")/model"
+        trap 'rm -rf "$(dirname "$ct2_dir")"' EXIT
+        "$ours" -m t2t_keras.bin.exporter --format=ctranslate2 --output_dir="$run_dir" --export_dir="$ct2_dir" \
+            --decode_hparams="$decode_hparams" > /dev/null
+        ct2_types="$("$ours" -c 'import ctranslate2; t = ctranslate2.get_supported_compute_types("cpu"); print(" ".join(c for c in ("float32", "int8", "bfloat16") if c in t))')"
+    fi
+elif [ -z "$against" ]; then
     bench="${T2T_BENCH_DIR:?set T2T_BENCH_DIR to the peers' benchmark folder (on this project's machines: ../shared/bench)}"
-else
+fi
+if [ -n "$against" ]; then
     commit="$(git -C "$repo" rev-parse --verify --quiet "$against^{commit}")" \
         || { echo "error: --against $against: no such commit in $repo" >&2; exit 2; }
     other="$(mktemp -d "${TMPDIR:-/tmp}/t2t-against-XXXXXX")"
@@ -116,6 +132,26 @@ for pair in $(seq "$pairs"); do
                     ours_in "$repo" "ours $size $precision" train_throughput.py --size "$size" "${flag[@]}"
                 done
             done
+            ;;
+        decode_file)
+            for precision in $precisions; do
+                for shortlist in 0 20; do
+                    label="$precision shortlist=$shortlist"
+                    args=(--output_dir="$run_dir" --decode_hparams="$decode_hparams,precision=$precision,shortlist=$shortlist")
+                    [ -z "$against" ] || ours_in "$other" "$against $label" decode_file.py "${args[@]}"
+                    ours_in "$repo" "ours $label" decode_file.py "${args[@]}"
+                done
+            done
+            if [ -z "$against" ]; then
+                for compute_type in $ct2_types; do
+                    for parts in 1 2; do
+                        for vmap in "" --use_vmap; do
+                            run "ctranslate2 $compute_type parts=$parts${vmap:+ vmap}" "$ours" "$here/decode_file.py" \
+                                --engine=ctranslate2 --ct2_dir="$ct2_dir" --compute_type="$compute_type" --parts="$parts" $vmap
+                        done
+                    done
+                done
+            fi
             ;;
     esac
 done

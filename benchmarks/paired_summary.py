@@ -32,15 +32,21 @@ def main() -> None:
     if not lines:
         raise SystemExit(f"error: {args.results} has no lines of a paired.sh run")
     run = args.run or lines[-1]["paired_run"]
-    by_label = defaultdict(list)
+    by_label, bleus = defaultdict(list), defaultdict(list)
     for line in lines:
         if line["paired_run"] == run:
             by_label[line["label"]].append(rate(line))
+            if line.get("bleu") is not None:
+                bleus[line["label"]].append(line["bleu"])
     print(f"paired run {run}: rate per pair (sentences/s or target tokens/s), median")
     for label, rates in by_label.items():
         shown = " ".join("failed" if r is None else f"{r:g}" for r in rates)
         good = [r for r in rates if r is not None]
-        print(f"  {label:32s} {shown}   median {statistics.median(good):g}" if good else f"  {label:32s} {shown}")
+        bleu = f"   BLEU {statistics.median(bleus[label]):g}" if bleus[label] else ""
+        print(f"  {label:36s} {shown}   median {statistics.median(good):g}{bleu}" if good else f"  {label:36s} {shown}")
+    if bleus and any(label.startswith("ctranslate2") for label in by_label):
+        decode_file_pairings(by_label, bleus)
+        return
     print("ratios (median over pairs of ours / other):")
     for label, rates in by_label.items():
         if not label.startswith("ours "):
@@ -53,6 +59,35 @@ def main() -> None:
             if ratios:
                 print(f"  {label} / {other}: {statistics.median(ratios):.3f} "
                       f"(pairs: {' '.join(f'{r:.3f}' for r in ratios)})")
+
+
+def decode_file_pairings(by_label: dict, bleus: dict, within: float = 0.3) -> None:
+    """Issue 39's measure on a trained model: per pair, our fastest configuration whose BLEU is
+    within `within` of our fp32 one over CTranslate2's fastest whose BLEU is within `within` of
+    its float32 one, both without or both with the shortlist (vmap); the median over pairs."""
+    ours_reference = statistics.median(bleus.get("ours fp32 shortlist=0") or [0])
+    ct2_reference = statistics.median(bleus.get("ctranslate2 float32 parts=1") or [0])
+    for listed in (False, True):
+        def eligible(label, engine, reference):
+            words = label.split()
+            return (words[0] == engine and ("shortlist=20" in words or "vmap" in words) == listed
+                    and statistics.median(bleus[label]) >= reference - within)
+
+        ours = [label for label in by_label if eligible(label, "ours", ours_reference)]
+        theirs = [label for label in by_label if eligible(label, "ctranslate2", ct2_reference)]
+        if not ours or not theirs:
+            continue
+        pairs = min(len(by_label[label]) for label in ours + theirs)
+        ratios = []
+        for i in range(pairs):
+            best_ours = max(ours, key=lambda label: by_label[label][i] or 0)
+            best_theirs = max(theirs, key=lambda label: by_label[label][i] or 0)
+            ratios.append((by_label[best_ours][i] / by_label[best_theirs][i], best_ours, best_theirs))
+        print(f"{'with' if listed else 'without'} the shortlist / vmap: ours fastest within {within} BLEU of our fp32 "
+              f"({ours_reference:g}) / CTranslate2's fastest within {within} of its float32 ({ct2_reference:g}): "
+              f"median {statistics.median(r for r, _, _ in ratios):.3f}")
+        for ratio, best_ours, best_theirs in ratios:
+            print(f"  {ratio:.3f}  {best_ours} / {best_theirs}")
 
 
 def _same_configuration(config: str, other: str) -> bool:

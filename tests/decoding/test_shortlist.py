@@ -80,8 +80,9 @@ RANDOM_SHORTLIST = Shortlist(np.random.default_rng(0).integers(NUM_RESERVED, VOC
 
 
 def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES):
+    """The n-best lists (all 4 hypotheses of each sentence settled)."""
     return batch_decoding.search_batch(model, sources, 4, 0.6, batch_decoding.max_lengths(sources, 6), token_filter,
-                                       cached=cached, shortlist=shortlist)
+                                       cached=cached, shortlist=shortlist, n_best=4)
 
 
 def test_a_shortlist_of_every_token_searches_as_no_shortlist():
