@@ -58,9 +58,10 @@ def main():
     @tf.function(autograph=False)
     def model_only():
         memory, cache = prepared()
+        weights = model.output_weights()
 
         def body(index, ids, cache):
-            logits, cache = model.decode_step(ids, index, cache, memory)
+            logits, cache = model.decode_step(ids, index, cache, memory, weights)
             return index + 1, tf.argmax(logits, axis=-1, output_type=tf.int32), cache
 
         invariants = (tf.TensorShape([]), tf.TensorShape([None]), tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), cache))
@@ -71,7 +72,7 @@ def main():
 
     @tf.function(autograph=False)
     def search_only():
-        return beam_search(forced(lambda ids, index, state: (fixed_logits, state)), (), batch, beam, dcfg.alpha,
+        return beam_search(forced(lambda ids, index, state, sentences: (fixed_logits[: tf.shape(ids)[0]], state)), (), batch, beam, dcfg.alpha,
                            tf.fill([batch], 20 + dcfg.extra_len), eos_id=EOS_ID).ids
 
     result = {"bench": "decode_profile", "size": dcfg.shape, "hypotheses": batch * beam, "steps": steps}

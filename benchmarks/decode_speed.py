@@ -50,8 +50,8 @@ def forced_steps(step_fn, steps, vocab_size):
 
     is_eos = tf.constant(np.arange(vocab_size) == EOS_ID)
 
-    def step(ids, index, state):
-        logits, state = step_fn(ids, index, state)
+    def step(ids, index, state, sentence_state):
+        logits, state = step_fn(ids, index, state, sentence_state)
         rows = tf.shape(logits)[0]
         eos_column = tf.stack([tf.range(rows), tf.fill([rows], EOS_ID)], axis=1)
         return tf.cond(

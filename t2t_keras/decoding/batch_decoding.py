@@ -54,45 +54,47 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
         mask = shortlist.sentence_mask(input_ids, vocabulary)
     encoded = model.encode(input_ids, training=False)
     if cached:
-        memory, state = model.init_decoding(encoded, beam_size, vocabulary, mask)
-        step = _step_over(model, memory)
+        memory, state = model.init_decoding(encoded, beam_size, mask)
+        step = _step_over(model, model.output_weights(vocabulary))
     else:
-        state, step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, mask)
+        (memory, state), step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, mask)
     filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
     return beam_search(
         wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
         eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state,
-        vocabulary=vocabulary, exact=exact, n_best=n_best,
+        vocabulary=vocabulary, exact=exact, n_best=n_best, sentence_state=memory,
     )
 
 
-def _step_over(model, memory):
-    """The model's decode step reading `memory`: captured by the search's loop, not carried."""
-    return lambda ids, index, cache: model.decode_step(ids, index, cache, memory)
+def _step_over(model, output_weights):
+    """The model's decode step over the output projection prepared once per search: captured
+    by the search's loop, not carried through it."""
+    return lambda ids, index, cache, memory: model.decode_step(ids, index, cache, memory, output_weights)
 
 
 def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None, sentence_mask=None):
-    """(initial state, step function) of the uncached search: the state is each hypothesis's
-    prefix, and a step runs `model.decode` over all of it to read the logits at `index`
-    (the columns of `vocabulary` only, those outside its sentence's `sentence_mask` [B, V']
-    NEG_INF, if given: a shortlist's)."""
+    """((per-sentence state, initial state), step function) of the uncached search: the state is
+    each hypothesis's prefix, and a step runs `model.decode` over all of it, against the
+    encoder output of its sentence, to read the logits at `index` (the columns of `vocabulary`
+    only, those outside its sentence's `sentence_mask` [B, V'] NEG_INF, if given: a
+    shortlist's)."""
     import tensorflow as tf
 
-    from t2t_keras.decoding.beam_search import NEG_INF, tile_for_beams
+    from t2t_keras.decoding.beam_search import NEG_INF
 
-    encoded = tf.nest.map_structure(lambda t: tile_for_beams(t, beam_size), encoded)
-
-    def step(ids, index, prefix):
+    def step(ids, index, prefix, sentences):
+        encoded, sentence_mask = sentences
+        beams = tf.shape(ids)[0] // tf.shape(encoded.mask)[0]
         rows = tf.range(tf.shape(ids)[0])
         prefix = tf.tensor_scatter_nd_update(prefix, tf.stack([rows, tf.fill(tf.shape(ids), index)], axis=1), ids)
         targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)  # decode() shifts right
-        logits = model.decode(targets, encoded)[:, index]
+        logits = model.decode(targets, tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), encoded))[:, index]
         if vocabulary is not None:
-            logits = tf.where(tile_for_beams(sentence_mask, beam_size), tf.gather(logits, vocabulary, axis=1), NEG_INF)
+            logits = tf.where(tf.repeat(sentence_mask, beams, axis=0), tf.gather(logits, vocabulary, axis=1), NEG_INF)
         return logits, prefix
 
     prefix = tf.zeros([tf.shape(max_lengths)[0] * beam_size, tf.reduce_max(max_lengths)], tf.int32)
-    return prefix, step
+    return ((encoded, () if sentence_mask is None else sentence_mask), prefix), step
 
 
 def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int, temperature: float, alpha: float,
@@ -104,8 +106,8 @@ def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int,
     memory, cache = model.init_decoding(model.encode(input_ids, training=False), samples)
     filter_state = token_filter.initial_state(input_ids, samples) if token_filter else None
     return sample(
-        _step_over(model, memory), cache, seeds, max_lengths, eos_id=EOS_ID, top_k=top_k, temperature=temperature,
-        alpha=alpha, samples=samples, token_filter=token_filter, filter_state=filter_state,
+        _step_over(model, model.output_weights()), cache, seeds, max_lengths, eos_id=EOS_ID, top_k=top_k, temperature=temperature,
+        alpha=alpha, samples=samples, token_filter=token_filter, filter_state=filter_state, sentence_state=memory,
     )
 
 

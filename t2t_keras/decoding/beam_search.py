@@ -1,10 +1,11 @@
 """Beam search over a step function, as in the paper (section 6.1) and tensor2tensor.
 
-The search is a pure TensorFlow function: `step_fn(ids, index, state) -> (logits, state)`
-gives next-token logits for the `ids` [batch * beam] fed at position `index`; `state` is
-any nest of tensors whose leading dimension is batch * beam (the model's growing key/value
-cache, or the token buffer of an uncached step function). The same graph runs eagerly,
-inside tf.function and in an exported SavedModel.
+The search is a pure TensorFlow function: `step_fn(ids, index, state, sentence_state) ->
+(logits, state)` gives next-token logits for the `ids` [batch * beam] fed at position
+`index`; `state` is any nest of tensors whose leading dimension is batch * beam (the model's
+growing key/value cache, or the token buffer of an uncached step function), and
+`sentence_state` one whose leading dimension is batch (the encoder output), for the sentences
+still searching. The same graph runs eagerly, inside tf.function and in an exported SavedModel.
 
 Hypotheses are kept in two sets of `beam_size` each: alive (still growing) and finished
 (ended with EOS), with 2 * beam_size candidates drawn per step so that finishing
@@ -82,14 +83,21 @@ def beam_search(
     vocabulary=None,
     exact: bool = False,
     n_best: int = 1,
+    sentence_state=(),
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
 
+    A sentence leaves the search once it is settled: the step then runs on the A sentences
+    still searching only (their hypotheses' rows of `initial_state`, `filter_state` and
+    `sentence_state`), so the sentences that settle early stop costing, as CTranslate2 drops
+    its finished batch entries.
+
     Args:
-      step_fn: (ids [B*K] int32, index scalar int32, state) -> (logits [B*K, V], state).
+      step_fn: (ids [A*K] int32, index scalar int32, state, sentence_state) -> (logits [A*K, V],
+        state), over the hypotheses of the A sentences still searching.
       initial_state: nest of tensors with leading dimension B*K (already tiled per beam), each
         reordered with its hypotheses (what every hypothesis shares, such as the encoder
-        output, belongs in step_fn's closure).
+        output, belongs in step_fn's closure or in `sentence_state`).
       batch_size: B (may be a tensor).
       beam_size: K (a Python int).
       alpha: length penalty exponent; 0 = raw log-probabilities.
@@ -107,50 +115,64 @@ def beam_search(
       n_best: without `exact`, the hypotheses per sentence that are final when it stops (the
         first n_best returned; a slot after them that nothing finished in is empty: length
         0, score NEG_INF).
+      sentence_state: nest of tensors with leading dimension B that step_fn reads (one row per
+        sentence, e.g. the encoder output's keys and values); never changed by the search
+        but to drop the rows of settled sentences.
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"beam_search: n_best={n_best} must be 1 to beam_size ({beam_size}).")
+    K = beam_size
     max_lengths = tf.cast(max_lengths, tf.int32)
     eos_column = eos_id if vocabulary is None else tf.searchsorted(vocabulary, [eos_id])[0]
     max_length = tf.maximum(tf.reduce_max(max_lengths), 0)  # 0 for an empty batch
-    row_max_lengths = tf.repeat(max_lengths, beam_size)
-    K = beam_size
-
-    alive_seqs = tf.fill([batch_size, K, 1], start_id)
-    # Only the first beam is live at the start, so the K beams do not all pick the same token.
-    alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (K - 1)]), [batch_size, 1])
-    finished_seqs = tf.fill([batch_size, K, 1], PAD_ID)
-    finished_scores = tf.fill([batch_size, K], NEG_INF)
-    finished_flags = tf.zeros([batch_size, K], tf.bool)
     if token_filter is None:
         filter_state = ()
 
-    def settled_now(index, alive_log_probs, finished_scores, finished_flags):
-        """[B] bool: the sentences whose search is settled (see the module's docstring)."""
-        finished = tf.where(finished_flags, finished_scores, NEG_INF)
+    # Every sentence's K best finished hypotheses, by score, final once the sentence settles.
+    finished_seqs = tf.fill([batch_size, K, 1], PAD_ID)
+    finished_scores = tf.fill([batch_size, K], NEG_INF)
+    finished_flags = tf.zeros([batch_size, K], tf.bool)
+    # The sentences still searching (indices into the batch) and their alive hypotheses; only
+    # the first beam is live at the start, so the K beams do not all pick the same token.
+    active = tf.range(batch_size)
+    alive_seqs = tf.fill([batch_size, K, 1], start_id)
+    alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (K - 1)]), [batch_size, 1])
+
+    def settled(generated, alive_log_probs, scores, flags, max_lengths):
+        """[A] bool: which of the searching sentences are settled once `generated` tokens are."""
+        finished = tf.where(flags, scores, NEG_INF)
         if exact:  # the best alive hypothesis could no longer enter the finished set
             best_possible = alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
             to_beat = tf.reduce_min(finished, axis=1)
-        else:  # the best alive hypothesis ending now would not beat the n_best-th finished one
-            best_possible = alive_log_probs[:, 0] / length_penalty(index + 1, alpha)
-            to_beat = finished[:, n_best - 1]  # finished_scores are kept in descending order
-        return (index >= max_lengths) | (best_possible <= to_beat)
+        else:  # the best alive hypothesis ending next would not beat the n_best-th finished one
+            best_possible = alive_log_probs[:, 0] / length_penalty(generated + 1, alpha)
+            to_beat = finished[:, n_best - 1]  # finished scores are kept in descending order
+        return (generated >= max_lengths) | (best_possible <= to_beat)
 
-    def condition(index, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, settled, states):
-        del alive_seqs, finished_seqs, states
-        return (index < max_length) & ~tf.reduce_all(
-            settled | settled_now(index, alive_log_probs, finished_scores, finished_flags))
+    def drop_settled(done, rows, active, alive_seqs, alive_log_probs, states):
+        """The search without the sentences `done` [A]; `rows` [A, K]: each kept hypothesis's
+        row in the per-hypothesis state (its parent's, after a step)."""
+        keep = tf.cast(tf.where(~done)[:, 0], tf.int32)
+        state, filter_state, sentence_state = states
+        hypothesis_rows = tf.reshape(tf.gather(rows, keep), [-1])
+        state, filter_state = tf.nest.map_structure(lambda t: tf.gather(t, hypothesis_rows), (state, filter_state))
+        if tf.nest.flatten(sentence_state):  # gathered only when a sentence leaves (a few times a batch)
+            sentence_state = tf.cond(tf.reduce_any(done), lambda: tf.nest.map_structure(lambda t: tf.gather(t, keep), sentence_state),
+                                     lambda: sentence_state)
+        return (tf.gather(active, keep), tf.gather(alive_seqs, keep), tf.gather(alive_log_probs, keep),
+                (state, filter_state, sentence_state))
 
-    def body(index, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, settled, states):
-        # A settled sentence's finished set is final, even where the loop runs on for others
-        # (and the default rule, a heuristic, might otherwise let a longer hypothesis in): so
-        # a sentence decodes the same alone or in any batch.
-        settled = settled | settled_now(index, alive_log_probs, finished_scores, finished_flags)
-        state, filter_state = states
+    def condition(index, active, *_):
+        return (index < max_length) & (tf.size(active) > 0)
+
+    def body(index, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states):
+        state, filter_state, sentence_state = states
+        searching = tf.shape(active)[0]
+        active_max_lengths = tf.gather(max_lengths, active)
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
-        logits, state = step_fn(ids, index, state)
+        logits, state = step_fn(ids, index, state, sentence_state)
         logits = tf.cast(logits, tf.float32)
-        room = row_max_lengths - (index + 1)  # tokens that may still follow the one chosen now
+        room = tf.repeat(active_max_lengths, K) - (index + 1)  # tokens that may still follow the one chosen now
         choosable = logits
         if token_filter is not None:
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
@@ -175,13 +197,13 @@ def beam_search(
         first = tf.range(row_k)[None, :] == 0
         row_log_probs = tf.where(at_limit, tf.where(first, eos_log_probs, NEG_INF), row_log_probs)
         row_tokens = tf.where(at_limit, eos_id, row_tokens)
-        row_log_probs = tf.reshape(row_log_probs, [batch_size, K, row_k])
+        row_log_probs = tf.reshape(row_log_probs, [searching, K, row_k])
 
         # 2K candidates per sentence from its K * 2K extensions.
-        candidates = tf.reshape(alive_log_probs[:, :, None] + row_log_probs, [batch_size, K * row_k])
+        candidates = tf.reshape(alive_log_probs[:, :, None] + row_log_probs, [searching, K * row_k])
         candidate_log_probs, flat_indices = tf.math.top_k(candidates, k=2 * K)
         candidate_beams = flat_indices // row_k
-        candidate_tokens = tf.gather(tf.reshape(row_tokens, [batch_size, K * row_k]), flat_indices, batch_dims=1)
+        candidate_tokens = tf.gather(tf.reshape(row_tokens, [searching, K * row_k]), flat_indices, batch_dims=1)
         candidate_seqs = tf.concat(
             [tf.gather(alive_seqs, candidate_beams, batch_dims=1), candidate_tokens[:, :, None]], axis=2
         )
@@ -191,41 +213,49 @@ def beam_search(
         alive_candidates = tf.where(candidate_finished, NEG_INF, candidate_log_probs)
         alive_log_probs, alive_choice = tf.math.top_k(alive_candidates, k=K)
         alive_seqs = tf.gather(candidate_seqs, alive_choice, batch_dims=1)
-        parent_beams = tf.gather(candidate_beams, alive_choice, batch_dims=1)  # [B, K]
-        reorder = lambda t: _reorder(t, parent_beams, batch_size, K)  # noqa: E731
-        state = tf.nest.map_structure(reorder, state)
-        filter_state = tf.nest.map_structure(reorder, filter_state)
+        parent_beams = tf.gather(candidate_beams, alive_choice, batch_dims=1)  # [A, K]
 
         # Finished: the K best of the old finished set and the candidates that just ended.
         # (a candidate grown from a masked beam or token carries ~NEG_INF and must not count)
-        just_finished = candidate_finished & (candidate_log_probs > NEG_INF / 2) & ~settled[:, None]
+        just_finished = candidate_finished & (candidate_log_probs > NEG_INF / 2)
         new_scores = tf.where(just_finished, candidate_log_probs / length_penalty(index + 1, alpha), NEG_INF)
-        all_seqs = tf.concat([tf.pad(finished_seqs, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID), candidate_seqs], axis=1)
-        all_scores = tf.concat([finished_scores, new_scores], axis=1)
-        all_flags = tf.concat([finished_flags, just_finished], axis=1)
-        finished_scores, finished_choice = tf.math.top_k(all_scores, k=K)
-        finished_seqs = tf.gather(all_seqs, finished_choice, batch_dims=1)
-        finished_flags = tf.gather(all_flags, finished_choice, batch_dims=1)
-        return (index + 1, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, settled,
-                (state, filter_state))
+        finished_seqs = tf.pad(finished_seqs, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
+        all_seqs = tf.concat([tf.gather(finished_seqs, active), candidate_seqs], axis=1)
+        all_scores = tf.concat([tf.gather(finished_scores, active), new_scores], axis=1)
+        all_flags = tf.concat([tf.gather(finished_flags, active), just_finished], axis=1)
+        scores, choice = tf.math.top_k(all_scores, k=K)
+        flags = tf.gather(all_flags, choice, batch_dims=1)
+        at = active[:, None]
+        finished_seqs = tf.tensor_scatter_nd_update(finished_seqs, at, tf.gather(all_seqs, choice, batch_dims=1))
+        finished_scores = tf.tensor_scatter_nd_update(finished_scores, at, scores)
+        finished_flags = tf.tensor_scatter_nd_update(finished_flags, at, flags)
 
-    loop_vars = (
-        tf.constant(0), alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags,
-        tf.zeros([batch_size], tf.bool), (initial_state, filter_state),
-    )
+        # The hypotheses follow their parents; settled sentences leave the search, their
+        # finished sets final (the default rule is a heuristic: a longer hypothesis might still
+        # have entered), so a sentence decodes the same alone or in any batch.
+        done = settled(index + 1, alive_log_probs, scores, flags, active_max_lengths)
+        parent_rows = tf.range(searching)[:, None] * K + parent_beams
+        active, alive_seqs, alive_log_probs, states = drop_settled(
+            done, parent_rows, active, alive_seqs, alive_log_probs, (state, filter_state, sentence_state))
+        return index + 1, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states
+
+    # A sentence that may generate nothing (max length 0) is settled before any step.
+    first_rows = tf.range(batch_size)[:, None] * K + tf.range(K)[None, :]
+    active, alive_seqs, alive_log_probs, states = drop_settled(
+        max_lengths <= 0, first_rows, active, alive_seqs, alive_log_probs, (initial_state, filter_state, sentence_state))
+    loop_vars = (tf.constant(0), active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states)
     shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
-    _, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, _, _ = tf.while_loop(
+    _, _, _, _, finished_seqs, finished_scores, finished_flags, _ = tf.while_loop(
         condition, body, loop_vars, shape_invariants=shape_invariants, maximum_iterations=max_length
     )
-    # A sentence with no finished hypothesis (only possible when max length is 0) keeps its alive ones.
+    # Only a sentence of max length 0 ends with nothing finished: it gets the empty output,
+    # scored as its alive hypotheses were at the start.
     any_finished = tf.reduce_any(finished_flags, axis=1)
-    seqs = tf.where(any_finished[:, None, None], finished_seqs, alive_seqs)[:, :, 1:]
-    alive_scores = alive_log_probs / length_penalty(max_lengths, alpha)[:, None]
-    scores = tf.where(any_finished[:, None], finished_scores, alive_scores)
+    scores = tf.where(any_finished[:, None], finished_scores, tf.constant([[0.0] + [NEG_INF] * (K - 1)]))
+    seqs = finished_seqs[:, :, 1:]
     eos_before = tf.cumsum(tf.cast(tf.equal(seqs, eos_id), tf.int32), axis=-1, exclusive=True)
-    lengths = tf.reduce_sum(tf.cast(eos_before == 0, tf.int32), axis=-1)  # up to the first EOS, or all
-    # Finished slots the search left empty (after the n_best settled ones): no tokens.
-    lengths = tf.where(finished_flags | ~any_finished[:, None], lengths, 0)
+    lengths = tf.reduce_sum(tf.cast(eos_before == 0, tf.int32), axis=-1)  # up to and including EOS
+    lengths = tf.where(finished_flags, lengths, 0)  # slots nothing finished in: no tokens
     keep = tf.sequence_mask(lengths, tf.shape(seqs)[-1])
     return BeamSearchResult(tf.where(keep, seqs, PAD_ID), scores, lengths)
 
@@ -261,12 +291,6 @@ def search_in_parts(search: Callable, input_ids, parts: int, *per_sentence) -> B
     )
 
 
-def _reorder(tensor, parent_beams, batch_size, beam_size):
-    """Rows of `tensor` [B*K, ...] follow their hypotheses to the chosen parent beams."""
-    shaped = tf.reshape(tensor, tf.concat([[batch_size, beam_size], tf.shape(tensor)[1:]], axis=0))
-    return tf.reshape(tf.gather(shaped, parent_beams, batch_dims=1), tf.shape(tensor))
-
-
 def tile_for_beams(tensor, beam_size: int):
     """[B, ...] -> [B * K, ...], each row repeated K times (beam-major within a sentence)."""
     return tf.repeat(tensor, beam_size, axis=0)
@@ -285,6 +309,7 @@ def sample(
     start_id: int = START_ID,
     token_filter: TokenFilter | None = None,
     filter_state=None,
+    sentence_state=(),
 ) -> BeamSearchResult:
     """`samples` independent outputs per sentence, each token drawn from the model's next-token
     distribution (logits divided by `temperature`, restricted to the `top_k` most likely; -1:
@@ -293,8 +318,8 @@ def sample(
     sentence's samples depend on its seed alone, never on the batch it is in.
 
     Args:
-      step_fn, initial_state: as for `beam_search`, with B * samples rows (row b * samples + s
-        is sample s of sentence b); no row is ever reordered.
+      step_fn, initial_state, sentence_state: as for `beam_search`, with B * samples rows (row
+        b * samples + s is sample s of sentence b); no row is ever reordered or dropped.
       seeds: [B] int64, one seed per sentence.
       max_lengths: [B] int32, the most tokens (EOS included) each sentence may generate.
       alpha: the length penalty that orders the samples of a sentence.
@@ -312,7 +337,7 @@ def sample(
         filter_state = ()
 
     def body(index, ids, outputs, log_probs, lengths, state, filter_state):
-        logits, state = step_fn(ids, index, state)
+        logits, state = step_fn(ids, index, state, sentence_state)
         logits = tf.cast(logits, tf.float32)
         room = row_max_lengths - (index + 1)
         choosable = logits

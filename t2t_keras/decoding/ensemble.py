@@ -13,7 +13,7 @@ import tensorflow as tf
 
 
 class Ensemble(tf.Module):
-    """The models' interface for decoding (encode, init_decoding, decode_step, and a teacher-forced
+    """The models' interface for decoding (encode, init_decoding, output_weights, decode_step, and a teacher-forced
     call for scoring), returning log mean probabilities where a model returns logits. The
     models must share their vocabularies (`Translator.from_run_dir` checks)."""
 
@@ -33,14 +33,16 @@ class Ensemble(tf.Module):
     def encode(self, inputs, training=None):
         return tuple(model.encode(inputs, training=training) for model in self.models)
 
-    def init_decoding(self, encoded, beam_size: int = 1, vocabulary=None, sentence_mask=None) -> tuple[tuple, tuple]:
+    def init_decoding(self, encoded, beam_size: int = 1, sentence_mask=None) -> tuple[tuple, tuple]:
         """(one `DecoderMemory` per model, one `DecoderCache` per model)."""
-        memories, caches = zip(*(model.init_decoding(e, beam_size, vocabulary, sentence_mask)
-                                 for model, e in zip(self.models, encoded)))
+        memories, caches = zip(*(model.init_decoding(e, beam_size, sentence_mask) for model, e in zip(self.models, encoded)))
         return memories, caches
 
-    def decode_step(self, ids, index, cache: tuple, memory: tuple):
-        steps = [model.decode_step(ids, index, c, m) for model, c, m in zip(self.models, cache, memory)]
+    def output_weights(self, vocabulary=None) -> tuple:
+        return tuple(model.output_weights(vocabulary) for model in self.models)
+
+    def decode_step(self, ids, index, cache: tuple, memory: tuple, output_weights: tuple):
+        steps = [model.decode_step(ids, index, c, m, w) for model, c, m, w in zip(self.models, cache, memory, output_weights)]
         return self._mean_probabilities([logits for logits, _ in steps]), tuple(c for _, c in steps)
 
 

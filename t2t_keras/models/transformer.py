@@ -27,18 +27,18 @@ class Encoded(NamedTuple):
 
 
 class DecoderMemory(NamedTuple):
-    """What every decoding step reads and none changes, prepared once per search: the encoder
-    output's cross-attention keys and values (one row per sentence, shared by its hypotheses),
-    and the output projection. The step function captures it (`decode_step(..., memory)`),
-    so beam search's loop carries only the `DecoderCache`: a tensor carried through the loop
-    where the step used to read it cost default decoding 15% on an AVX-512 EPYC (issue 39).
+    """What every decoding step reads of its sentence and none changes, prepared once per
+    search: the encoder output's cross-attention keys and values, one row per sentence (shared
+    by its hypotheses), and the sentence's own shortlist. Beam search drops the rows of the
+    sentences that settle (its `sentence_state`); the output projection, the same for all,
+    is prepared once (`output_weights`) and captured by the step function: a [V, d] tensor
+    carried through the search's loop cost default decoding 15% on an AVX-512 EPYC (issue 39).
     """
 
     keys: tuple  # per layer [B, h, S, d_k]: cross-attention keys of the encoder output
     values: tuple  # per layer [B, h, S, d_v]
     mask: object  # [B, 1, S] bool
-    output_weights: object  # the output projection as `SharedEmbedding.step_logits` reads it (all tokens, or a shortlist's)
-    output_mask: object  # [B * K, V'] bool: the tokens of each hypothesis's sentence's own shortlist; () without one
+    output_mask: object  # [B, V'] bool: the tokens of each sentence's own shortlist; () without one
 
 
 class DecoderCache(NamedTuple):
@@ -66,9 +66,10 @@ class Transformer(keras.Model):
       * `call({"inputs": src, "targets": tgt})`: teacher-forced logits [B, T, V] in float32,
         where logits[:, i] predict targets[:, i] from targets[:, :i];
       * `encode(src)` -> `Encoded`, then `init_decoding(encoded, beam_size)` -> (`DecoderMemory`,
-        `DecoderCache`);
-      * `decode_step(ids, index, cache, memory)` -> (logits [B * K, V], cache): one cached step
-        that feeds token `ids` [B * K] at position `index` and predicts the next token.
+        `DecoderCache`) and `output_weights()`;
+      * `decode_step(ids, index, cache, memory, output_weights)` -> (logits [B * K, V], cache):
+        one cached step that feeds token `ids` [B * K] at position `index` and predicts the
+        next token.
 
     Token id 0 is padding (and the decoder's start symbol, as in tensor2tensor); source
     padding is masked everywhere, target padding only needs the causal mask.
@@ -220,31 +221,34 @@ class Transformer(keras.Model):
             weights["encoder_decoder"].append(layer_weights["encoder_decoder"])
         return weights
 
-    def init_decoding(self, encoded: Encoded, beam_size: int = 1, vocabulary=None,
-                      sentence_mask=None) -> tuple[DecoderMemory, DecoderCache]:
+    def init_decoding(self, encoded: Encoded, beam_size: int = 1, sentence_mask=None) -> tuple[DecoderMemory, DecoderCache]:
         """The memory and the cache before the first decoding step of `beam_size` hypotheses
-        per sentence (one row per hypothesis, beam-major within a sentence): the
-        cross-attention keys and values of the encoder output, the output projection of
-        `vocabulary` (token ids [V'], a batch's shortlist: the steps' logits cover those tokens
-        only; None: all), of which each sentence may choose those of its `sentence_mask`
-        [B, V'] (its own shortlist's: MASKED_LOGIT elsewhere); and empty self-attention caches."""
+        per sentence (one cache row per hypothesis, beam-major within a sentence): the
+        cross-attention keys and values of the encoder output, each sentence's `sentence_mask`
+        [B, V'] over the columns of `output_weights` (its own shortlist: MASKED_LOGIT
+        elsewhere; None: all), and empty self-attention caches."""
         batch_size = ops.shape(encoded.outputs)[0] * beam_size
         projected = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
         memory = DecoderMemory(
             keys=tuple(k for k, _ in projected),
             values=tuple(v for _, v in projected),
             mask=encoded.mask,
-            output_weights=self.softmax_projection.output_weights(vocabulary),
-            output_mask=() if sentence_mask is None else ops.repeat(sentence_mask, beam_size, axis=0),
+            output_mask=() if sentence_mask is None else sentence_mask,
         )
         keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
         return memory, DecoderCache(keys=tuple(keys), values=tuple(values), copied=ops.zeros((batch_size,), "int32"))
 
-    def decode_step(self, ids, index, cache: DecoderCache, memory: DecoderMemory):
-        """Feeds `ids` [B * K] at position `index` (= the cache's length); returns (next-token
-        logits [B * K, V] float32 (V: the memory's output tokens), the cache one position longer)."""
+    def output_weights(self, vocabulary=None):
+        """The output projection of `vocabulary` (token ids [V'], a batch's shortlist; None:
+        all tokens) as `decode_step` multiplies by it, prepared once per search."""
+        return self.softmax_projection.output_weights(vocabulary)
+
+    def decode_step(self, ids, index, cache: DecoderCache, memory: DecoderMemory, output_weights):
+        """Feeds `ids` [N] at position `index` (= the cache's length), N = B * K hypotheses of
+        the memory's B sentences; returns (next-token logits [N, V'] float32 over the columns
+        of `output_weights` (`output_weights()`), the cache one position longer)."""
         x, copied = self._embed_targets(ids[:, None], index, training=False, copied_before=cache.copied)
-        x = ops.reshape(x, (-1, self.hparams.hidden_size))  # [B * K, d]: the step runs on rank-2 tensors
+        x = ops.reshape(x, (-1, self.hparams.hidden_size))  # [N, d]: the step runs on rank-2 tensors
         keys, values = [], []
         for layer, block in enumerate(self.decoder_blocks):
             x, layer_keys, layer_values = block.call_with_cache(
@@ -252,9 +256,10 @@ class Transformer(keras.Model):
             )
             keys.append(layer_keys)
             values.append(layer_values)
-        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), memory.output_weights)
+        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), output_weights)
         if not isinstance(memory.output_mask, tuple):  # a shortlist: each sentence's own tokens only
-            logits = ops.where(memory.output_mask, logits, MASKED_LOGIT)
+            by_sentence = ops.reshape(logits, (ops.shape(memory.output_mask)[0], -1, ops.shape(logits)[1]))
+            logits = ops.reshape(ops.where(memory.output_mask[:, None, :], by_sentence, MASKED_LOGIT), ops.shape(logits))
         return logits, DecoderCache(keys=tuple(keys), values=tuple(values), copied=copied)
 
     def _embed_sources(self, ids, training):

@@ -23,7 +23,7 @@ def table_step_fn(tables):
     """
     log_tables = tf.constant(np.log(np.maximum(np.asarray(tables, np.float64), TINY)), tf.float32)
 
-    def step_fn(ids, index, state):
+    def step_fn(ids, index, state, sentence_state):
         return tf.gather(log_tables[index], ids), state
 
     return step_fn

@@ -56,7 +56,7 @@ def test_bf16_search_is_a_search_over_the_bf16_models_logits():
     cached = batch_decoding.search_batch(model, sources, 4, 0.0, max_lengths)
     uncached = batch_decoding.search_batch(model, sources, 4, 0.0, max_lengths, cached=False)
     memory, cache = model.init_decoding(model.encode(sources))
-    step_logits, _ = model.decode_step(tf.constant([0, 0, 0]), 0, cache, memory)
+    step_logits, _ = model.decode_step(tf.constant([0, 0, 0]), 0, cache, memory, model.output_weights())
     assert step_logits.dtype == tf.float32 and cached.scores.dtype == tf.float32
     np.testing.assert_array_equal(cached.ids[:, 0].numpy(), uncached.ids[:, 0].numpy())
     # alpha 0: the score is log P(output), EOS included, under the bf16 model (teacher-forced).

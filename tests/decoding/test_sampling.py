@@ -16,7 +16,7 @@ def _known_model():
     first = tf.constant(np.log(np.maximum(FIRST_STEP, 1e-30)), tf.float32)
     then_eos = tf.constant([-1e9, 0.0, -1e9, -1e9, -1e9, -1e9], tf.float32)
 
-    def step_fn(ids, index, state):
+    def step_fn(ids, index, state, sentence_state):
         logits = tf.where(index == 0, first, then_eos)
         return tf.tile(logits[None, :], [tf.shape(ids)[0], 1]), state
 

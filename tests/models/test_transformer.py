@@ -83,7 +83,7 @@ def test_cached_decoding_reproduces_teacher_forcing(variant):
         memory, cache = model.init_decoding(encoded)
         step = tf.function(model.decode_step, reduce_retracing=True, autograph=False)  # the graph that beam search will run
         for index in range(targets.shape[1]):
-            logits, cache = step(decoder_inputs[:, index], tf.constant(index), cache, memory)
+            logits, cache = step(decoder_inputs[:, index], tf.constant(index), cache, memory, model.output_weights())
             assert np.abs(logits.numpy() - full[:, index]).max() < 1e-4
 
 
