@@ -106,9 +106,10 @@ def beam_search(
       start_id: the token fed at position 0.
       token_filter: restricts the next tokens (`TokenFilter`); `filter_state` is its
         `initial_state`.
-      vocabulary: int32 [V'] ascending token ids, one per logits column, EOS among them: the
-        step's logits cover only these tokens (a `Shortlist`), and log-probabilities are
-        normalised over them; None: the columns are the whole vocabulary.
+      vocabulary: int32 [V'] token ids in ascending order, one per logits column, EOS among
+        them (a token may repeat in columns the step masks): the step's logits cover only
+        these tokens (a `Shortlist`), and log-probabilities are normalised over them; None:
+        the columns are the whole vocabulary.
       exact: search until no alive hypothesis could beat a finished one at its maximum
         length (the n-best list exact); default: until the `n_best`-th best finished one
         beats the best alive one at its current length (see the module's docstring).

@@ -128,11 +128,17 @@ class Shortlist(NamedTuple):
     def vocabulary(self, input_ids):
         """int32 [V'] ascending: the reserved tokens, the frequent ones and the candidates of
         the source ids [B, S], once each: the output rows a batch's step multiplies by. (A
-        name spelled alike on both sides is its own best candidate: Dice 1.)"""
+        name spelled alike on both sides is its own best candidate: Dice 1.) Its last token is
+        repeated up to a multiple of TOP_K_BLOCK columns, which `sentence_mask` never allows,
+        so that beam search's blocked top-k needs no padded copy of the logits at every step."""
         import tensorflow as tf
 
+        from t2t_keras.kernels.top_k import TOP_K_BLOCK
+
         ids = tf.concat([self._always(), tf.reshape(self._candidates_of(input_ids), [-1])], axis=0)
-        return tf.sort(tf.unique(ids)[0])
+        listed = tf.sort(tf.unique(ids)[0])
+        padding = -tf.size(listed) % TOP_K_BLOCK
+        return tf.concat([listed, tf.fill([padding], listed[-1])], axis=0)
 
     def sentence_mask(self, input_ids, vocabulary):
         """bool [B, V']: which of `vocabulary`'s tokens are in each sentence's own shortlist
@@ -147,7 +153,8 @@ class Shortlist(NamedTuple):
         listed = tf.scatter_nd(tf.stack([rows, tf.reshape(per_sentence, [-1])], axis=1),
                                tf.ones_like(rows), [batch, width]) > 0
         always = tf.scatter_nd(self._always()[:, None], tf.ones_like(self._always()), [width]) > 0
-        return tf.gather(listed | always[None, :], vocabulary, axis=1)
+        first_column_of_its_token = tf.concat([[True], vocabulary[1:] > vocabulary[:-1]], axis=0)  # not a padding one
+        return tf.gather(listed | always[None, :], vocabulary, axis=1) & first_column_of_its_token[None, :]
 
     def _always(self):
         import tensorflow as tf

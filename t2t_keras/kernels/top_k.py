@@ -23,10 +23,12 @@ def top_k_rows(values, k: int):
         return tf.math.top_k(values, k=k)
     width = tf.shape(values)[1] if size is None else size
     padding = -width % TOP_K_BLOCK
-    if size is None or padding:
-        values = tf.pad(values, [[0, 0], [0, padding]], constant_values=float("-inf"))
     if size is not None:
+        if padding:
+            values = tf.pad(values, [[0, 0], [0, padding]], constant_values=float("-inf"))
         return _by_blocks(values, k, size + padding)
+    values = tf.cond(padding > 0, lambda: tf.pad(values, [[0, 0], [0, padding]], constant_values=float("-inf")),
+                     lambda: values)
     return tf.cond(width < _MIN_BLOCKS * k * TOP_K_BLOCK, lambda: tuple(tf.math.top_k(values, k=k)),
                    lambda: _by_blocks(values, k, width + padding))
 

@@ -63,10 +63,12 @@ def test_batch_vocabulary_and_each_sentences_own_shortlist_in_it():
     shortlist = Shortlist.from_pairs(PAIRS, VOCAB, VOCAB, per_source=2, frequent=1)
     sources = tf.constant([[5, 1, 0], [6, 6, 1]])
     vocabulary = shortlist.vocabulary(sources)
-    # frequent: 1; candidates of 5: 20, 1; of 6: 21, 22; of EOS (in every pair): 1, 30; of PAD: none.
-    assert vocabulary.numpy().tolist() == [0, 1, 2, 20, 21, 22, 30]
+    # frequent: 1; candidates of 5: 20, 1; of 6: 21, 22; of EOS (in every pair): 1, 30; of PAD: none;
+    # then 30 again up to 32 columns (TOP_K_BLOCK), masked for every sentence.
+    assert vocabulary.numpy().tolist() == [0, 1, 2, 20, 21, 22, 30] + [30] * 25
     mask = shortlist.sentence_mask(sources, vocabulary).numpy().tolist()
-    assert mask == [[True, True, True, True, False, False, True], [True, True, True, False, True, True, True]]
+    assert mask == [[True, True, True, True, False, False, True] + [False] * 25,
+                    [True, True, True, False, True, True, True] + [False] * 25]
 
 
 def _model():
