@@ -136,18 +136,24 @@ for pair in $(seq "$pairs"); do
         decode_file)
             for precision in $precisions; do
                 for shortlist in 0 20; do
-                    label="$precision shortlist=$shortlist"
-                    args=(--output_dir="$run_dir" --decode_hparams="$decode_hparams,precision=$precision,shortlist=$shortlist")
-                    [ -z "$against" ] || ours_in "$other" "$against $label" decode_file.py "${args[@]}"
-                    ours_in "$repo" "ours $label" decode_file.py "${args[@]}"
+                    for sentences in 64 128; do
+                        label="$precision shortlist=$shortlist sentences=$sentences"
+                        args=(--output_dir="$run_dir"
+                              --decode_hparams="$decode_hparams,precision=$precision,shortlist=$shortlist,sentences_per_batch=$sentences")
+                        [ -z "$against" ] || ours_in "$other" "$against $label" decode_file.py "${args[@]}"
+                        ours_in "$repo" "ours $label" decode_file.py "${args[@]}"
+                    done
                 done
             done
             if [ -z "$against" ]; then
                 for compute_type in $ct2_types; do
                     for parts in 1 2; do
                         for vmap in "" --use_vmap; do
-                            run "ctranslate2 $compute_type parts=$parts${vmap:+ vmap}" "$ours" "$here/decode_file.py" \
-                                --engine=ctranslate2 --ct2_dir="$ct2_dir" --compute_type="$compute_type" --parts="$parts" $vmap
+                            for sentences in 8 32; do  # its vocabulary map is a batch's union: smaller batches, fewer columns
+                                run "ctranslate2 $compute_type parts=$parts${vmap:+ vmap} sentences=$sentences" "$ours" \
+                                    "$here/decode_file.py" --engine=ctranslate2 --ct2_dir="$ct2_dir" --compute_type="$compute_type" \
+                                    --parts="$parts" --max_batch_size="$sentences" $vmap
+                            done
                         done
                     done
                 done

@@ -65,8 +65,9 @@ def decode_file_pairings(by_label: dict, bleus: dict, within: float = 0.3) -> No
     """Issue 39's measure on a trained model: per pair, our fastest configuration whose BLEU is
     within `within` of our fp32 one over CTranslate2's fastest whose BLEU is within `within` of
     its float32 one, both without or both with the shortlist (vmap); the median over pairs."""
-    ours_reference = statistics.median(bleus.get("ours fp32 shortlist=0") or [0])
-    ct2_reference = statistics.median(bleus.get("ctranslate2 float32 parts=1") or [0])
+    ours_reference = statistics.median(next((b for label, b in bleus.items() if label.startswith("ours fp32 shortlist=0")), [0]))
+    ct2_reference = statistics.median(next((b for label, b in bleus.items()
+                                            if label.startswith("ctranslate2 float32") and "vmap" not in label), [0]))
     for listed in (False, True):
         def eligible(label, engine, reference):
             words = label.split()

@@ -55,7 +55,7 @@ def define_trained_run_flags(purpose: str) -> None:
     flags.DEFINE_string("checkpoint_path", None, f"A checkpoint to {purpose} instead of the latest, e.g. DIR/ckpt-50000.")
     flags.DEFINE_string(
         "decode_hparams", "",
-        'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,sentences_per_batch=32" '
+        'Overrides of the problem\'s decode defaults, e.g. "beam_size=4,alpha=0.6,extra_length=50,sentences_per_batch=64" '
         "(all settings: t2t-keras-hparams --describe_decode).",
     )
 

@@ -62,7 +62,7 @@ def decode_stream(translator, problem, numbered_lines: Iterator[tuple[int, str]]
 
 
 def window_lines(hparams) -> int:
-    """Lines read, sorted and decoded together: 8 batches' worth (256 at the default 32 a batch),
+    """Lines read, sorted and decoded together: 8 batches' worth (512 at the default 64 a batch),
     enough for the length sort to fill batches with sentences of like length."""
     return 8 * hparams.sentences_per_batch
 
