@@ -42,9 +42,9 @@ def main() -> None:
     for label, rates in by_label.items():
         shown = " ".join("failed" if r is None else f"{r:g}" for r in rates)
         good = [r for r in rates if r is not None]
-        bleu = f"   BLEU {statistics.median(bleus[label]):g}" if bleus[label] else ""
+        bleu = f"   BLEU {statistics.median(bleus[label]):g}" if label in bleus else ""
         print(f"  {label:36s} {shown}   median {statistics.median(good):g}{bleu}" if good else f"  {label:36s} {shown}")
-    if bleus and any(label.startswith("ctranslate2") for label in by_label):
+    if bleus and any(label.startswith("ctranslate2") for label in bleus):
         decode_file_pairings(by_label, bleus)
         return
     print("ratios (median over pairs of ours / other):")
