@@ -91,7 +91,9 @@ def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path
             "problem": problem.name, "checkpoint": checkpoint, "quantization": quantization,
             "vmap": None if vmap is None else {"per_source": per_source, "frequent": decode_hparams.shortlist_frequent},
             "decode_hparams": dataclasses.asdict(decode_hparams),
-            "translate_batch": {"beam_size": decode_hparams.beam_size, "length_penalty": decode_hparams.alpha},
+            # min_decoding_length 0: EOS may come first, as in our search (CTranslate2's default forbids it)
+            "translate_batch": {"beam_size": decode_hparams.beam_size, "length_penalty": decode_hparams.alpha,
+                                "min_decoding_length": 0},
         }
         files.write_bytes_directly(os.path.join(temporary, METADATA_FILE), (json.dumps(metadata, indent=2) + "\n").encode())
     return export_dir

@@ -77,6 +77,16 @@ def test_at_most_six_constituents_opened_in_a_row():
     assert _allowed_after([S] + [NP] * 5 + [XX]) >= {S, NP, VP}  # a word resets the run
 
 
+def _replaying(logits, beam_size):
+    """A step function giving each hypothesis its row of `logits` [steps, B * K, V] at each
+    step, found by its sentence's number (the sentence_state) as sentences leave the search."""
+    def step(ids, index, state, sentences):
+        by_sentence = tf.reshape(logits[index], [-1, beam_size, logits.shape[-1]])
+        return tf.reshape(tf.gather(by_sentence, sentences), [-1, logits.shape[-1]]), state
+
+    return step
+
+
 @pytest.mark.parametrize("extra_length", [3, 6, 40])
 def test_beam_search_under_the_filter_gives_trees_over_exactly_the_words(extra_length):
     """Random logits, a batch of sentences of different lengths, room from tight (the flat
@@ -88,8 +98,9 @@ def test_beam_search_under_the_filter_gives_trees_over_exactly_the_words(extra_l
     logits = tf.random.stateless_normal([64, batch * beam_size, len(TARGET)], seed=[1, 2], stddev=3.0)
     max_lengths = tf.constant([len(w) for w in words]) + extra_length
     result = beam_search(
-        lambda ids, index, state: (logits[index], state), (), batch, beam_size, 0.3, max_lengths, EOS_ID,
+        _replaying(logits, beam_size), (), batch, beam_size, 0.3, max_lengths, EOS_ID,
         token_filter=token_filter, filter_state=token_filter.initial_state(sentences, beam_size),
+        sentence_state=tf.range(batch), n_best=beam_size,
     )
     outcomes = zip(words, result.ids.numpy(), result.lengths.numpy(), result.scores.numpy(), max_lengths.numpy())
     for sentence_words, ids, lengths, scores, limit in outcomes:
@@ -117,8 +128,9 @@ def test_copy_words_mode_copies_the_source_pieces_in_order(extra_length):
     logits = tf.random.stateless_normal([64, batch * beam_size, len(SHARED)], seed=[3, 4], stddev=3.0)
     max_lengths = tf.constant([5, 1]) + extra_length + 2  # pieces + a root's two brackets + EOS at the tightest
     result = beam_search(
-        lambda ids, index, state: (logits[index], state), (), batch, beam_size, 0.3, max_lengths, EOS_ID,
+        _replaying(logits, beam_size), (), batch, beam_size, 0.3, max_lengths, EOS_ID,
         token_filter=token_filter, filter_state=token_filter.initial_state(sentences, beam_size),
+        sentence_state=tf.range(batch), n_best=beam_size,
     )
     for sentence_words, ids, lengths, scores in zip(words, result.ids.numpy(), result.lengths.numpy(), result.scores.numpy()):
         assert scores[0] > -1e8
