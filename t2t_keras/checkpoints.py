@@ -29,8 +29,13 @@ from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import HParams
 
 CHECKPOINT_PREFIX = "ckpt"
-RECORD_FILES = ("hparams.json", "run.json", "vocab.spm.model", "target.spm.model")
 BEST_DIR = "best"
+SHORTLIST_FILE = "shortlist.npz"
+# The records of a run beside its checkpoints, all written by the trainer; averaged and best
+# directories get copies of all but run.json (each writes its own).
+RECORD_FILES = ("hparams.json", "run.json", "vocab.spm.model", "target.spm.model", SHORTLIST_FILE)
+# Everything else the trainer writes into its output_dir.
+TRAINING_OUTPUTS = ("checkpoint", "train", "eval", BEST_DIR)
 
 
 class RunDir:
@@ -61,7 +66,7 @@ class RunDir:
     @property
     def shortlist_path(self) -> str:
         """The lexical shortlist of the run's training pairs (`decoding.shortlist`)."""
-        return os.path.join(self.path, "shortlist.npz")
+        return os.path.join(self.path, SHORTLIST_FILE)
 
     def shortlist(self):
         """The run's `Shortlist`, for the shortlist decode setting."""
@@ -160,9 +165,10 @@ class RunDir:
         return latest
 
     def clear(self) -> None:
-        """Removes checkpoints, records and events (for --start_over)."""
+        """Removes everything the trainer wrote (for --start_over): records, the shortlist
+        (another data_dir's would list another corpus's tokens), checkpoints, events, best/."""
         for name in files.listdir(self.path):
-            if name in (*RECORD_FILES, "checkpoint", "train", "eval", BEST_DIR) or name.startswith(CHECKPOINT_PREFIX + "-"):
+            if name in (*RECORD_FILES, *TRAINING_OUTPUTS) or name.startswith(CHECKPOINT_PREFIX + "-"):
                 files.remove(os.path.join(self.path, name))
 
 
@@ -251,8 +257,8 @@ def write_weights_run_dir(source: RunDir, model, step: int, target_path: str, re
 
     with files.atomic_path(target_path) as temporary:
         files.makedirs(temporary)
-        for name in ("hparams.json", "vocab.spm.model", "target.spm.model", "shortlist.npz"):
-            if files.isfile(os.path.join(source.path, name)):
+        for name in RECORD_FILES:
+            if name != "run.json" and files.isfile(os.path.join(source.path, name)):
                 files.copy_atomically(os.path.join(source.path, name), os.path.join(temporary, name))
         info = {key: value for key, value in source.run_info().items() if key not in ("evaluations", "best")}
         RunDir(temporary).write_run_info({**info, **(record or {}), "weights_only": True})

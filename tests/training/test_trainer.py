@@ -17,6 +17,7 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.errors import UsageError
 from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
+from t2t_keras.decoding.shortlist import Shortlist
 from t2t_keras.training import trainer
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
@@ -59,8 +60,12 @@ def test_resume_refusals_and_start_over(multi30k_data_dir, tmp_path):
     assert (tmp_path / "run" / "shortlist.npz").read_bytes() == written  # the rerun wrote it, training no further
     with pytest.raises(UsageError, match=r"other architecture hparams \(num_hidden_layers: 2 -> 1\).*--start_over"):
         _train(tmp_path / "run", multi30k_data_dir, 4, "num_hidden_layers=1")
+    # --start_over removes everything the trainer wrote: a table left from another corpus
+    # (here: another run's, written over this one's) would have its token ids decoded.
+    Shortlist(np.full([8000, 1], 7, np.int32), np.arange(3, 103, dtype=np.int32)).save(str(tmp_path / "run" / "shortlist.npz"))
     result = _train(tmp_path / "run", multi30k_data_dir, 2, "num_hidden_layers=1", start_over=True)
     assert result["step"] == 2 and RunDir(tmp_path / "run").hparams().num_hidden_layers == 1
+    assert (tmp_path / "run" / "shortlist.npz").read_bytes() == written
     # A changed training hparam is allowed, and resumes from the checkpoint.
     assert _train(tmp_path / "run", multi30k_data_dir, 4, "num_hidden_layers=1,label_smoothing=0.2")["step"] == 4
 
