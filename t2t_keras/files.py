@@ -38,14 +38,25 @@ def _gfile():
     return tf.io.gfile
 
 
+FILE_URI = "file://"
+
+
 # --- paths ---
+def native(path) -> str:
+    """`path` as the operating system or tf.io.gfile takes it: a file:// URI becomes the local
+    path it names (os calls know no scheme: os.makedirs("file:///x") makes ./file:/x). Every
+    function here normalises its paths with it, so file:// works wherever a path is taken."""
+    path = str(path)
+    return path[len(FILE_URI):] if path.startswith(FILE_URI) else path
+
+
 def is_local(path: str) -> bool:
-    return "://" not in str(path) or str(path).startswith("file://")
+    return "://" not in native(path)
 
 
 def absolute(path: str) -> str:
-    """A local path made absolute (and ~ expanded); a URL as it is."""
-    path = str(path)
+    """A local path (or file:// URI) made a plain absolute path (and ~ expanded); a URL as it is."""
+    path = native(path)
     return os.path.abspath(os.path.expanduser(path)) if is_local(path) else path
 
 
@@ -56,6 +67,7 @@ def renames_atomically(path: str) -> bool:
 
 # --- reading and listing ---
 def exists(path: str) -> bool:
+    path = native(path)
     if is_local(path):
         return os.path.exists(path)
     # By the parent's listing: some filesystems (ram://) call any prefix of a name a path, so
@@ -67,16 +79,19 @@ def exists(path: str) -> bool:
 
 
 def isdir(path: str) -> bool:
+    path = native(path)
     return os.path.isdir(path) if is_local(path) else exists(path) and _gfile().isdir(path)
 
 
 def isfile(path: str) -> bool:
+    path = native(path)
     if is_local(path):
         return os.path.isfile(path)
     return exists(path) and not _gfile().isdir(path)
 
 
 def listdir(path: str) -> list[str]:
+    path = native(path)
     if is_local(path):
         return os.listdir(path)
     # A prefix-matching filesystem (ram://) lists ".extra" under DIR/assets for DIR/assets.extra/x:
@@ -91,10 +106,12 @@ def _listed(path: str) -> list[str]:
 
 
 def size(path: str) -> int:
+    path = native(path)
     return os.path.getsize(path) if is_local(path) else _gfile().stat(path).length
 
 
 def glob(pattern: str) -> list[str]:
+    pattern = native(pattern)
     import glob as local_glob
 
     return local_glob.glob(pattern, recursive=True) if is_local(pattern) else _gfile().glob(pattern)
@@ -102,6 +119,7 @@ def glob(pattern: str) -> list[str]:
 
 def open_file(path: str, mode: str = "r"):
     """A file object (text is UTF-8): the builtin open for a local path, tf.io.gfile.GFile otherwise."""
+    path = native(path)
     if is_local(path):
         return open(path, mode, encoding=None if "b" in mode else "utf-8")
     handle = _gfile().GFile(path, mode)
@@ -130,6 +148,7 @@ def sha256(path: str) -> str:
 
 # --- writing ---
 def makedirs(path: str) -> None:
+    path = native(path)
     if is_local(path):
         os.makedirs(path, exist_ok=True)
     else:
@@ -138,6 +157,7 @@ def makedirs(path: str) -> None:
 
 def remove(path: str) -> None:
     """Deletes a file or a directory tree, if there is one."""
+    path = native(path)
     if is_local(path):
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
@@ -161,6 +181,7 @@ def rename(source: str, target: str) -> None:
     """Renames a file or directory over `target` (which must not be a directory). Elsewhere
     than on a local disk a directory is copied file by file, then removed: object stores (and
     ram://) have no directories to rename."""
+    source, target = native(source), native(target)
     if is_local(source):
         os.replace(source, target)
     elif not _gfile().isdir(source):
@@ -189,6 +210,7 @@ def atomic_path(path: str) -> Iterator[str]:
     may be written as well (an export): it is renamed as a whole, replacing an earlier
     version (see `recover`).
     """
+    path = native(path)
     temporary = temporary_name(path)
     remove(temporary)
     try:
@@ -252,6 +274,7 @@ def write_atomically(path: str, content: str | bytes) -> None:
 
 
 def copy_atomically(source: str, path: str) -> None:
+    source, path = native(source), native(path)
     with atomic_path(path) as temporary:
         if is_local(source) and is_local(temporary):
             shutil.copyfile(source, temporary)

@@ -1,6 +1,7 @@
 """The whole path on TensorFlow's ram:// filesystem, which has none of POSIX's semantics (any
 prefix of a name is a "directory", no fsync): what works there works on gs:// through the same
-tf.io.gfile calls. Text, data, run, averaged run, decoded file and export all live in ram://."""
+tf.io.gfile calls. Text, data, run, averaged run, decoded file and export all live in ram://;
+and again on the local disk named by file:// URIs, which os calls do not understand."""
 
 import gzip
 import os
@@ -28,8 +29,11 @@ def _lines(name, count):
         return [next(handle).rstrip("\n") for _ in range(count)]
 
 
-def test_datagen_train_resume_average_decode_export_on_ram(tmp_path):
-    root = f"ram://t2t_keras_test_{uuid.uuid4().hex}"
+@pytest.mark.parametrize("scheme", ["ram", "file"])
+def test_datagen_train_resume_average_decode_export(scheme, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where os.makedirs("file:///x") would have made ./file:/x
+    root = f"ram://t2t_keras_test_{uuid.uuid4().hex}" if scheme == "ram" else f"file://{tmp_path}/root"
+    files.makedirs(f"{root}/text")  # ram:// makes parents on write, a local disk does not
     for name, lines in (("train.en", _lines("train.en.gz", 1500)), ("train.de.gz", _lines("train.de.gz", 1500)),
                         ("dev.en", _lines("val.en.gz", 60)), ("dev.de", _lines("val.de.gz", 60))):
         data = "".join(line + "\n" for line in lines).encode("utf-8")
@@ -77,3 +81,4 @@ def test_datagen_train_resume_average_decode_export_on_ram(tmp_path):
     exported = ExportedTranslator(f"{root}/export")
     assert exported.translate(sentences) == expected
     assert exported.metadata["decode_hparams"]["max_input_tokens"] == 64
+    assert not os.path.exists(tmp_path / "file:")

@@ -186,12 +186,12 @@ def _drop_library_info(record) -> bool:
 def _new_directories(names: list[str]) -> list[str]:
     """For each directory flag of this command, the highest of its directories that does not exist
     yet (on a local disk: an object store has no empty directories to leave behind)."""
-    from t2t_keras.files import is_local
+    from t2t_keras.files import absolute, is_local
 
     created = []
     for name in names:
         if name in CREATED_DIRECTORY_FLAGS and FLAGS[name].value and is_local(FLAGS[name].value):
-            path = os.path.abspath(os.path.expanduser(FLAGS[name].value))
+            path = absolute(FLAGS[name].value)
             while not os.path.exists(os.path.dirname(path)):
                 path = os.path.dirname(path)
             if not os.path.exists(path):

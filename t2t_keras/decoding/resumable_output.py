@@ -34,7 +34,7 @@ def output_record(input_path: str, lines: tuple[int, int], checkpoints: list[str
     settings = {key: value for key, value in dataclasses.asdict(decode_hparams).items() if key not in SPEED_SETTINGS}
     return {
         "format_version": FORMAT_VERSION,
-        "input": os.path.abspath(input_path),
+        "input": files.absolute(input_path),
         "input_sha256": files.sha256(input_path),
         "lines": list(lines),
         "checkpoints": [{"path": path, "index_sha256": files.sha256(path + ".index")} for path in checkpoints],

@@ -16,13 +16,16 @@ def _cli(module, *args, **kwargs):
 def test_a_successful_command_prints_no_tensorflow_start_up_lines(tmp_path):
     result = _cli("hparams", "--hparams_set=transformer_base")
     assert result.returncode == 0 and result.stderr == "", result.stderr
-    # A command that loads TensorFlow (and tensorflow_text): only its own summary, on stdout.
+    # A command that loads TensorFlow (and tensorflow_text): only its own summary, on stdout;
+    # its data_dir given as a file:// URI, which must not become a directory named "file:".
     text = write_corpus_slice(tmp_path / "text", train_lines=300, dev_lines=20)
-    result = _cli("datagen", "--problem=translate_text", f"--data_dir={tmp_path / 'data'}", "--train_source=train.en",
+    result = _cli("datagen", "--problem=translate_text", f"--data_dir=file://{tmp_path / 'data'}", "--train_source=train.en",
                   "--train_target=train.de", "--dev_source=dev.en", "--dev_target=dev.de", "--vocab_size=500",
                   "--noprogress", cwd=text)
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert result.stdout.startswith("translate_text: wrote vocabulary translate_text.spm.model (500 pieces)")
+    assert os.path.isfile(tmp_path / "data" / "translate_text.manifest.json")
+    assert not os.path.exists(os.path.join(text, "file:"))
 
 
 def test_usr_dir_that_does_not_import_is_one_line_at_its_file_and_line(tmp_path):
