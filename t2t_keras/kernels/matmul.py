@@ -3,12 +3,14 @@
 import tensorflow as tf
 
 
-def matmul(inputs, kernel):
+def matmul(inputs, kernel, hand_written_gradient: bool = True):
     """[..., d_in] @ [d_in, d_out], differentiated as dx = dy @ copy(kernel^T), dW = x^T @ dy.
 
     Autodiff of x @ W takes dx = dy @ W^T with W read transposed in place, which oneDNN runs
     well below its plain-layout rate on CPUs, even with the transposed copy paid for
-    (EXPERIMENTS.md, "Hand-written kernels"). On a GPU the copy costs microseconds.
+    (EXPERIMENTS.md, "Hand-written kernels"). On a GPU the copy costs microseconds. Without
+    `hand_written_gradient` (inference: the same product, autodiff's gradient) the graph holds
+    no custom-gradient op, which a SavedModel would warn about at every load.
     """
     input_dim, output_dim = kernel.shape
     flat = tf.reshape(inputs, [-1, input_dim]) if inputs.shape.rank != 2 else inputs
@@ -20,7 +22,7 @@ def matmul(inputs, kernel):
 
         return tf.matmul(flat, kernel), gradient
 
-    outputs = product(flat, kernel)
+    outputs = product(flat, kernel) if hand_written_gradient else tf.matmul(flat, kernel)
     if inputs.shape.rank == 2:
         return outputs
     outputs = tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [output_dim]], axis=0))

@@ -42,8 +42,9 @@ class SharedEmbedding(keras.layers.Layer):
         vectors = ops.take(self.embeddings, ops.cast(ids, "int32"), axis=0)
         return ops.cast(vectors, self.compute_dtype) * ops.cast(self.hidden_size**0.5, self.compute_dtype)
 
-    def logits(self, inputs):
-        """[..., d_model] -> float32 [..., vocab_size] with the transposed table.
+    def logits(self, inputs, training=None):
+        """[..., d_model] -> float32 [..., vocab_size] with the transposed table; `training`:
+        with the hand-written gradient of `_logits` (else the plain product).
 
         The product runs in the table's dtype: float32 under mixed precision, where a bfloat16
         [tokens, vocab] product only to be cast up for the softmax cost more than it saved
@@ -52,7 +53,7 @@ class SharedEmbedding(keras.layers.Layer):
         """
         table = self._table()
         flat = tf.reshape(tf.cast(inputs, table.dtype), [-1, self.hidden_size])
-        logits = tf.cast(_logits(flat, table), tf.float32)
+        logits = tf.cast(_logits(flat, table) if training else tf.matmul(flat, table, transpose_b=True), tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
     def output_weights(self, vocabulary=None):

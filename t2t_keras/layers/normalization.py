@@ -14,9 +14,11 @@ class LayerNorm(keras.layers.LayerNormalization):
     "Hand-written kernels"). Any other axis, rms_scaling
     or a missing gamma or beta falls back to Keras's computation."""
 
-    def call(self, inputs):
+    def call(self, inputs, training=None):
+        """`training`: with the hand-written gradient (a train step); else Keras's own gradient
+        of the same ops (inference graphs hold no custom-gradient op)."""
         if self.axis not in (-1, [-1], [len(inputs.shape) - 1]) or self.rms_scaling or not (self.center and self.scale):
             return super().call(inputs)
         outputs = layer_norm(tf.cast(inputs, tf.float32), tf.cast(self.gamma, tf.float32), tf.cast(self.beta, tf.float32),
-                             self.epsilon)
+                             self.epsilon, hand_written_gradient=bool(training))
         return tf.cast(outputs, self.compute_dtype)

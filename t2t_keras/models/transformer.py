@@ -197,7 +197,7 @@ class Transformer(keras.Model):
         causal = masks.causal_mask(ops.shape(targets)[1])
         for block in self.decoder_blocks:
             x = block(x, encoded.outputs, self_attention_mask=causal, memory_mask=encoded.mask, training=training)
-        return self._logits(x)
+        return self._logits(x, training)
 
     def attention_weights(self, inputs, targets) -> dict:
         """Attention weights of a teacher-forced pass (the paper's Figures 3-5).
@@ -279,8 +279,8 @@ class Transformer(keras.Model):
             x = x + encodings
         return self.embedding_dropout(x, training=training), copied
 
-    def _logits(self, x):
-        return ops.cast(self.softmax_projection.logits(_end_of_stack(self.decoder_norm, x)), "float32")
+    def _logits(self, x, training=None):
+        return ops.cast(self.softmax_projection.logits(_end_of_stack(self.decoder_norm, x), training), "float32")
 
     def get_config(self):
         config = super().get_config()

@@ -46,7 +46,7 @@ def test_logits_gradients_equal_those_of_the_plain_product():
     x = tf.random.stateless_normal([2, 6, 16], seed=[3, 4])
     upstream = tf.random.stateless_normal([2, 6, 300], seed=[5, 6])
     results = []
-    for logits in (layer.logits, lambda x: tf.matmul(x, layer.embeddings, transpose_b=True)):
+    for logits in (lambda x: layer.logits(x, training=True), lambda x: tf.matmul(x, layer.embeddings, transpose_b=True)):
         with tf.GradientTape() as tape:
             tape.watch(x)
             loss = tf.reduce_sum(logits(x) * upstream)
