@@ -155,27 +155,27 @@ def _ct2_translations(model_dir, vocabulary, sentences, beam_size, alpha, extra_
 
 
 def test_ctranslate2_decodes_as_ours(exported, trained_output_dir):
-    """Greedy search gives our output on (nearly) every line, with and without the vmap; beam search
-    is CTranslate2's own (the K best of K x V extensions, a sentence ends when its best beam
-    has; ours keeps K alive and K finished of 2K candidates), so there the test only asks that
-    ours finds an output at least as probable on most lines (this 30-step model's flat
-    distributions make the two searches part on most; the demo model's outputs agree on
-    most lines: EXPERIMENTS.md, "CTranslate2"). alpha=0: the length penalties differ."""
+    """The searches differ (CTranslate2's greedy follows the argmax to the end and its beam
+    keeps the K best of K x V extensions, stopping when its best beam has ended; ours keeps K
+    alive and K finished hypotheses of 2K candidates, every length, so at alpha 0 it may
+    return an output that ended early), so over the same model ours must find an output at
+    least as probable on most lines, at beam 1 and 4. (The demo model's outputs: greedy 1014
+    of 1014 val lines identical, beam 4 831: EXPERIMENTS.md, "Decoding the demo model".) With
+    the vmap, CTranslate2 chooses among the sentence's shortlist only."""
     sentences = _val("en", 40)
-    run_dir = RunDir(trained_output_dir)
-    vocabularies = run_dir.vocabularies()
-    greedy = Translator.from_run_dir(trained_output_dir, "beam_size=1,alpha=0.0,extra_length=10").translate(sentences)
-    theirs = _ct2_translations(exported["float32"], vocabularies.target, sentences, 1, 0.0, 10)
-    # Near-ties of this barely trained model may fall either way in the other engine's arithmetic.
-    assert sum(a == b for a, b in zip(theirs, greedy)) >= 0.8 * len(sentences), list(zip(greedy, theirs))
-    listed = _ct2_translations(exported["float32"], vocabularies.target, sentences, 1, 0.0, 10, use_vmap=True)
-    assert sum(a == b for a, b in zip(theirs, listed)) >= 0.7 * len(sentences), list(zip(theirs, listed))
-
-    translator = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.0,extra_length=10")
-    ours = translator.translate(sentences)
-    theirs = _ct2_translations(exported["float32"], vocabularies.target, sentences, 4, 0.0, 10)
-    ours_log_p, their_log_p = np.array(translator.score(sentences, ours)), np.array(translator.score(sentences, theirs))
-    assert np.mean(ours_log_p >= their_log_p - 1e-3) >= 0.8, list(zip(ours, theirs, ours_log_p, their_log_p))
+    vocabularies = RunDir(trained_output_dir).vocabularies()
+    for beam_size in (1, 4):
+        translator = Translator.from_run_dir(trained_output_dir, f"beam_size={beam_size},alpha=0.0,extra_length=10")
+        ours = translator.translate(sentences)
+        theirs = _ct2_translations(exported["float32"], vocabularies.target, sentences, beam_size, 0.0, 10)
+        ours_log_p, their_log_p = np.array(translator.score(sentences, ours)), np.array(translator.score(sentences, theirs))
+        assert np.mean(ours_log_p >= their_log_p - 1e-3) >= 0.8, list(zip(ours, theirs, ours_log_p, their_log_p))
+    # With the vmap, each output (a sentence a batch) uses only its sentence's shortlist.
+    shortlist = RunDir(trained_output_dir).shortlist().limited(20, 1000)
+    listed = _ct2_translations(exported["float32"], vocabularies.target, sentences, 4, 0.0, 10, use_vmap=True)
+    for sentence, output in zip(sentences, listed):
+        allowed = {*shortlist.frequent.tolist(), *shortlist.candidates[vocabularies.source.encode(sentence)].ravel().tolist()}
+        assert set(vocabularies.target.encode(output)) <= allowed, output
 
 
 def test_int8_export_is_the_same_function_quantised(exported, trained_output_dir):
