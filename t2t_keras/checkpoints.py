@@ -65,20 +65,9 @@ class RunDir:
 
     @property
     def shortlist_path(self) -> str:
-        """The lexical shortlist of the run's training pairs (`decoding.shortlist`)."""
+        """The lexical shortlist of the run's training pairs, written by the trainer and read by
+        decoding (`decoding.shortlist.load_run_shortlist`)."""
         return os.path.join(self.path, SHORTLIST_FILE)
-
-    def shortlist(self):
-        """The run's `Shortlist`, for the shortlist decode setting."""
-        from t2t_keras.decoding.shortlist import Shortlist
-
-        if not files.isfile(self.shortlist_path):
-            raise UsageError(
-                f"{self.shortlist_path} is missing (runs trained before shortlists existed have none): rerun the "
-                "run's t2t-keras-trainer command (it writes the file from --data_dir and trains no further) and copy "
-                "it into averaged or best directories, or decode with shortlist=0."
-            )
-        return Shortlist.load(self.shortlist_path)
 
     def ensure_writable(self) -> None:
         files.ensure_writable_dir(self.path, "--output_dir")

@@ -92,11 +92,17 @@ def bfloat16_units() -> str | None:
     return "AMX" if "amx_bf16" in flags else "AVX512_BF16" if "avx512_bf16" in flags else None
 
 
-def decode_precision(decode_hparams):
-    """`decode_hparams` (a DecodeHParams) as this machine decodes them: precision=bf16 becomes
-    fp32 where there are no bfloat16 units (`bfloat16_units`), with one line saying so."""
-    if decode_hparams.precision == "bf16" and bfloat16_units() is None:
-        logging.warning(f"precision=bf16: this machine has no bfloat16 units ({BFLOAT16_UNITS}), where bf16 is no "
-                        "faster than fp32; decoding in fp32.")
-        return dataclasses.replace(decode_hparams, precision="fp32")
-    return decode_hparams
+def decode_precision(decode_hparams, for_export: bool = False):
+    """`decode_hparams` (a DecodeHParams) with the precision it decodes in: the one place that
+    decides. Decoding here, precision=bf16 becomes fp32 where this machine has no bfloat16 units
+    (`bfloat16_units`), with one line saying so; an export keeps bf16 (it is decoded on the
+    serving machine), with a line saying this one could not use it."""
+    if decode_hparams.precision != "bf16" or bfloat16_units() is not None:
+        return decode_hparams
+    if for_export:
+        logging.info(f"Exporting in bf16: it decodes faster than fp32 where it is served on bfloat16 units "
+                     f"({BFLOAT16_UNITS}); this machine has none.")
+        return decode_hparams
+    logging.warning(f"precision=bf16: this machine has no bfloat16 units ({BFLOAT16_UNITS}), where bf16 is no "
+                    "faster than fp32; decoding in fp32.")
+    return dataclasses.replace(decode_hparams, precision="fp32")

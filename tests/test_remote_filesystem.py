@@ -14,6 +14,7 @@ from t2t_keras import files, registry
 from t2t_keras.checkpoints import RunDir, average_checkpoints
 from t2t_keras.data import datagen
 from t2t_keras.decoding import file_decoding
+from t2t_keras.decoding.trained_run import TrainedRun
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.serving.exported_translator import ExportedTranslator
@@ -76,7 +77,7 @@ def test_datagen_train_resume_average_decode_export(scheme, tmp_path, monkeypatc
                                     lambda lines: handle.write("".join(line + "\n" for line in lines)))
     assert files.read_text(f"{root}/decoded.de").splitlines() == expected
 
-    path = export_run(f"{root}/avg", f"{root}/export", translator.decode_hparams)
+    path = export_run(TrainedRun.resolve(f"{root}/avg", translator.decode_hparams), f"{root}/export")
     assert path == f"{root}/export/4" and files.listdir(f"{root}/export") == ["4"]
     exported = ExportedTranslator(f"{root}/export")
     assert exported.translate(sentences) == expected

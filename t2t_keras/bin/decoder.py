@@ -17,7 +17,6 @@ keeps the lines written, and the same command continues after them (FILE.decode.
 records the input, checkpoint and settings it must match).
 """
 
-import dataclasses
 import itertools
 import sys
 
@@ -66,14 +65,15 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if FLAGS.output_dir and not FLAGS.decode_from_file and not FLAGS.decode_interactive:
         raise UsageError("say what to decode: --decode_from_file=FILE or --decode_interactive.")
-    run_dir, problem, decode_hparams = common_flags.load_trained_run(check_checkpoint=False)
+    ensemble = [path for path in (FLAGS.ensemble or "").split(",") if path.strip()]
+    run = common_flags.load_trained_run(check_checkpoint=False, ensemble=ensemble)
+    problem, decode_hparams = run.problem, run.decode_hparams
     if not 1 <= FLAGS.n_best <= decode_hparams.beam_size:
         raise UsageError(f"--n_best={FLAGS.n_best}: choose 1 to beam_size ({decode_hparams.beam_size}).")
     if not 0 <= FLAGS.decode_shard_id < FLAGS.decode_shards:
         raise UsageError(f"--decode_shard_id={FLAGS.decode_shard_id}: choose 0 to --decode_shards - 1 ({FLAGS.decode_shards - 1}).")
     if FLAGS.decode_shards > 1 and not FLAGS.decode_to_file:
         raise UsageError("--decode_shards needs --decode_to_file (each shard is written to DECODE_TO_FILE.shard-I-of-N).")
-    ensemble = [path for path in (FLAGS.ensemble or "").split(",") if path.strip()]
 
     from t2t_keras.data.text_files import TextStats, count_lines, read_lines
 
@@ -82,14 +82,13 @@ def main(argv) -> int:
     if reference is not None and len(reference) != total:
         raise UsageError(f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, --decode_from_file has {total}; they must be aligned.")
     if FLAGS.score_file:
-        return _score(run_dir, decode_hparams, ensemble)
+        return _score(run)
     from t2t_keras import files
-    from t2t_keras.checkpoints import resolve_checkpoint
     from t2t_keras.decoding.resumable_output import ResumableOutput, output_record
 
-    # Resolved once (TensorFlow loads here, once the flags are known to be good): the
-    # checkpoints an output's record names are the ones decoded.
-    checkpoints = [run_dir.require_checkpoint(FLAGS.checkpoint_path), *(resolve_checkpoint(member, "--ensemble")[1] for member in ensemble)]
+    # TensorFlow loads here, once the flags are known to be good; the checkpoints an output's
+    # record names are the ones decoded (the run resolves them once).
+    checkpoints = run.checkpoints
     shards, shard = FLAGS.decode_shards, FLAGS.decode_shard_id
     first, end = shard * total // shards, (shard + 1) * total // shards
     path = FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
@@ -104,8 +103,7 @@ def main(argv) -> int:
     from t2t_keras.decoding.translator import Translator
     from t2t_keras.system import cores_for_decoding
 
-    decode_hparams = dataclasses.replace(decode_hparams, parallel_parts=cores_for_decoding(decode_hparams.parallel_parts))
-    translator = Translator.from_run_dir(run_dir.path, decode_hparams, checkpoints[0], checkpoints[1:])
+    translator = Translator.from_run(run.with_settings(parallel_parts=cores_for_decoding(decode_hparams.parallel_parts)))
     if FLAGS.decode_interactive:
         file_decoding.interactive(translator)
         return 0
@@ -197,18 +195,18 @@ def _summary(translator, report, stats, problem, reference, best, resumed: int, 
         print(problem.score_outputs(best, reference).report, file=sys.stderr)
 
 
-def _score(run_dir, decode_hparams, ensemble) -> int:
+def _score(run) -> int:
     """--score_file: log P(target | source) of each pair, in memory (one forward pass per batch)."""
     FLAGS = flags.FLAGS
     sources = file_decoding.read_source_lines(FLAGS.decode_from_file, file_decoding.DecodeReport())
     targets = file_decoding.read_source_lines(FLAGS.score_file, file_decoding.DecodeReport(), "--score_file")
     if len(targets) != len(sources):
         raise UsageError(f"--score_file={FLAGS.score_file} has {len(targets)} lines, --decode_from_file has {len(sources)}; they must be aligned.")
-    run_dir.require_checkpoint(FLAGS.checkpoint_path)  # TensorFlow loads here
+    run.checkpoints  # TensorFlow loads here
     from t2t_keras.decoding.translator import Translator
 
     # Scoring is one forward pass per batch, which wants every core per op: TensorFlow's default threads.
-    translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path, ensemble)
+    translator = Translator.from_run(run)
     lines = [f"{score:.4f}" for score in batch_decoding.score_lines(translator, sources, targets)]
     if FLAGS.decode_to_file:
         file_decoding.write_lines(FLAGS.decode_to_file, lines)

@@ -32,14 +32,13 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if FLAGS.output_dir and not FLAGS.export_dir:
         raise UsageError("--export_dir is required: TF Serving's model base path (see --helpfull).")
-    _, _, decode_hparams = common_flags.load_trained_run()
+    run = common_flags.load_trained_run(for_export=True)
     if FLAGS.format == "ctranslate2":
         if FLAGS.version is not None:
             raise UsageError("--version is for --format=saved_model; a CTranslate2 model is the --export_dir itself.")
         from t2t_keras.serving import ctranslate2_export
 
-        path = ctranslate2_export.export_run(FLAGS.output_dir, FLAGS.export_dir, decode_hparams, FLAGS.checkpoint_path,
-                                             FLAGS.quantization)
+        path = ctranslate2_export.export_run(run, FLAGS.export_dir, FLAGS.quantization)
         print(f"exported {path}")
         return 0
     if FLAGS["quantization"].present:
@@ -47,7 +46,7 @@ def main(argv) -> int:
 
     from t2t_keras.serving.exporter import export_run  # TensorFlow loads here, once the flags are known to be good
 
-    path = export_run(FLAGS.output_dir, FLAGS.export_dir, decode_hparams, FLAGS.checkpoint_path, FLAGS.version)
+    path = export_run(run, FLAGS.export_dir, FLAGS.version)
     print(f"exported {path}")
     return 0
 

@@ -69,22 +69,20 @@ def decode_settings_help() -> str:
     )
 
 
-def load_trained_run(check_checkpoint: bool = True):
-    """(RunDir, problem, DecodeHParams) named by those flags, checked before TensorFlow loads:
-    one-line errors for a directory the trainer did not write or an unknown decode hparam; then,
-    with `check_checkpoint`, for a missing checkpoint (finding the latest loads TensorFlow: a
-    command with flags of its own to check calls `run_dir.require_checkpoint` after them)."""
-    from t2t_keras.checkpoints import RunDir
+def load_trained_run(check_checkpoint: bool = True, ensemble=(), for_export: bool = False):
+    """The `TrainedRun` those flags name: resolved here, once, for the whole command. Checked
+    before TensorFlow loads: one-line errors for a directory the trainer did not write or an
+    unknown decode hparam; then, with `check_checkpoint`, for a missing checkpoint (finding the
+    latest loads TensorFlow: a command with flags of its own to check reads `run.checkpoints`
+    after them)."""
+    from t2t_keras.decoding.trained_run import TrainedRun
 
     if not FLAGS.output_dir:
         raise UsageError("--output_dir is required: the trainer's output directory.")
-    run_dir = RunDir(FLAGS.output_dir)
-    run_dir.hparams()
-    problem = run_dir.problem()
-    decode_hparams = problem.decode_settings(FLAGS.decode_hparams)
+    run = TrainedRun.resolve(FLAGS.output_dir, FLAGS.decode_hparams, FLAGS.checkpoint_path, ensemble, for_export)
     if check_checkpoint:
-        run_dir.require_checkpoint(FLAGS.checkpoint_path)
-    return run_dir, problem, decode_hparams
+        run.checkpoints
+    return run
 
 
 # Flags naming directories a command creates: a run that fails leaves none of them behind
@@ -95,7 +93,7 @@ INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
 
 def run(main, define_flags, extra_help: str = "") -> None:
     """Defines the program's flags, then absl.app.run(main), so that the output is the
-    command's own: a UsageError (or Ctrl-C) is one line and exit status 2 (130), `--help`
+    command's own: a UsageError or a filesystem's refusal (or Ctrl-C) is one line and exit status 2 (130), `--help`
     lists the command's flags (then `extra_help`), and TensorFlow's native logging, its Python INFO logs and
     library warnings are kept off the screen unless --verbosity=1 asks for them."""
     before = set(FLAGS)
@@ -123,13 +121,21 @@ def run(main, define_flags, extra_help: str = "") -> None:
             print(f"error: {e}", file=sys.stderr)
             status = 2
             return status
+        except OSError as e:  # the filesystem refused (no such directory, no permission): one line naming the path
+            print(f"error: {e.filename}: {e.strerror}" if e.filename else f"error: {e}", file=sys.stderr)
+            status = 2
+            return status
         except KeyboardInterrupt as e:
             # A command may say what it kept (the decoder: how many lines); the default is the promise of every command.
             message = str(e) or "interrupted: finished files are kept and nothing half-written is left; rerun to continue."
             print(message, file=sys.stderr)
             status = INTERRUPTED_STATUS
             return status
-        except BaseException:
+        except BaseException as e:
+            if _is_filesystem_error(e):
+                print(f"error: {e.message.strip().splitlines()[0]}", file=sys.stderr)
+                status = 2
+                return status
             if native_log is not None:  # an unexpected failure: everything TensorFlow said may help
                 native_log.seek(0)
                 sys.stderr.write(native_log.read().decode("utf-8", "replace"))
@@ -139,6 +145,16 @@ def run(main, define_flags, extra_help: str = "") -> None:
                 _remove_if_empty(new_directories)
 
     app.run(guarded_main)
+
+
+def _is_filesystem_error(error: Exception) -> bool:
+    """Whether `error` is tf.io.gfile's refusal of a path (gs://, s3://, ram://: its message names it)."""
+    if "tensorflow" not in sys.modules:
+        return False
+    import tensorflow as tf
+
+    kinds = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError, tf.errors.AlreadyExistsError)
+    return isinstance(error, kinds) and bool(error.message.strip())
 
 
 def _help(doc: str | None, names: list[str]) -> str:

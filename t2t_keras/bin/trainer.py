@@ -106,6 +106,7 @@ def main(argv) -> int:
     else:
         print(f"trained to step {result['step']}: loss {result['loss']:.4f}; checkpoint {result['checkpoint']}")
     if FLAGS.export_saved_model:
+        from t2t_keras.decoding.trained_run import TrainedRun
         from t2t_keras.serving.exporter import export_run
 
         export_dir = FLAGS.export_dir or os.path.join(FLAGS.output_dir, "export")
@@ -113,8 +114,8 @@ def main(argv) -> int:
         if files.exists(version_path):  # a rerun of a finished job
             print(f"{version_path} is already exported.")
         else:
-            decode_hparams = problem.decode_settings(FLAGS.decode_hparams)
-            print(f"exported {export_run(FLAGS.output_dir, export_dir, decode_hparams)}")
+            run = TrainedRun.resolve(FLAGS.output_dir, FLAGS.decode_hparams, for_export=True)
+            print(f"exported {export_run(run, export_dir)}")
     return 0
 
 

@@ -29,12 +29,12 @@ def main(argv) -> int:
     for name in ("sentence", "plot_dir"):
         if not getattr(FLAGS, name) or not getattr(FLAGS, name).strip():
             raise UsageError(f"--{name} is required (see --helpfull).")
-    run_dir, _, decode_hparams = common_flags.load_trained_run()
+    run = common_flags.load_trained_run()
 
     from t2t_keras.decoding import attention_plots, batch_decoding  # TensorFlow loads here
     from t2t_keras.decoding.translator import Translator
 
-    translator = Translator.from_run_dir(run_dir.path, decode_hparams, FLAGS.checkpoint_path)
+    translator = Translator.from_run(run)
     target = FLAGS.target
     if target is None:
         target = batch_decoding.translate_lines(translator, [FLAGS.sentence], log_probs=False)[0][0].text

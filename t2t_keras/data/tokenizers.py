@@ -142,6 +142,17 @@ class Vocabularies(NamedTuple):
     def shared(self) -> bool:
         return self.source.sha256 == self.target.sha256
 
+    def difference(self, expected: "Vocabularies") -> str | None:
+        """None if these map text to the ids `expected` does; else which side differs, for a
+        message: "its target vocabulary (600 pieces, not 8000)". The one rule wherever two runs'
+        models must read and write the same ids (ensembles, warm starts, merged shortlists)."""
+        for side, theirs, ours in zip(("source", "target"), self, expected):
+            if theirs.sha256 != ours.sha256:
+                name = "vocabulary" if expected.shared else f"{side} vocabulary"
+                sizes = f"{theirs.size} pieces, not {ours.size}" if theirs.size != ours.size else f"other pieces, {ours.size} of them"
+                return f"its {name} ({sizes})"
+        return None
+
 
 def given_vocabularies(spec: str) -> Vocabularies:
     """The SentencePiece model(s) of --vocab_model: one path (shared), two comma-separated

@@ -15,7 +15,7 @@ import tensorflow as tf
 class Ensemble(tf.Module):
     """The models' interface for decoding (encode, init_decoding, output_weights, decode_step, and a teacher-forced
     call for scoring), returning log mean probabilities where a model returns logits. The
-    models must share their vocabularies (`Translator.from_run_dir` checks)."""
+    models must share their vocabularies (`TrainedRun` checks)."""
 
     def __init__(self, models):
         super().__init__(name="ensemble")

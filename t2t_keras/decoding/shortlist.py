@@ -186,6 +186,20 @@ class Shortlist(NamedTuple):
             return cls(arrays["candidates"].astype(np.int32), arrays["frequent"].astype(np.int32))
 
 
+def load_run_shortlist(run_dir) -> Shortlist:
+    """The `Shortlist` a trainer wrote into a run dir (`RunDir.shortlist_path`); a UsageError if there is none."""
+    from t2t_keras import files
+    from t2t_keras.errors import UsageError
+
+    if not files.isfile(run_dir.shortlist_path):
+        raise UsageError(
+            f"{run_dir.shortlist_path} is missing (runs trained before shortlists existed have none): rerun the "
+            "run's t2t-keras-trainer command (it writes the file from --data_dir and trains no further) and copy "
+            "it into averaged or best directories, or decode with shortlist=0."
+        )
+    return Shortlist.load(run_dir.shortlist_path)
+
+
 def _merged_counts(keys: list[np.ndarray], counts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Sparse counts (ascending keys, their counts) summed over the (keys, counts) given."""
     keys, inverse = np.unique(np.concatenate(keys), return_inverse=True)

@@ -21,9 +21,8 @@ import tensorflow as tf
 
 from t2t_keras.decoding import batch_decoding
 from t2t_keras.decoding.beam_search import search_in_parts
-from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
-from t2t_keras.system import decode_precision, decoding_parts
+from t2t_keras.system import decoding_parts
 from t2t_keras.token_ids import PAD_ID
 
 
@@ -62,46 +61,26 @@ class Translator(tf.Module):
         model.softmax_projection.choose_step_orientation(part_sentences * self.decode_hparams.beam_size)
 
     @classmethod
-    def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
-                     checkpoint_path: str | None = None, ensemble: list[str] = (),
-                     precision_fallback: bool = True) -> "Translator":
-        """The Translator of a trained run: a trainer's output_dir, or an averaged or best one.
-
-        Restores the latest checkpoint (or `checkpoint_path`) and searches with the problem's
-        decode defaults, overridden by `decode_hparams` (a DecodeHParams, or "beam_size=5,alpha=1.0").
-        With `ensemble` (more run dirs or checkpoints, sharing the vocabularies), decodes with
-        the average of all the models' next-token probabilities (shortlist: the first run's). The restored checkpoints'
-        paths are `checkpoint_paths` (`checkpoint_path`: the first). precision=bf16 falls back
-        to fp32 on a machine without bfloat16 units (`system.decode_precision`), unless not
-        `precision_fallback` (the exporter: the SavedModel is for the serving machine).
-        """
-        from t2t_keras.checkpoints import RunDir, resolve_checkpoint, restore_model
-
-        run_dir = RunDir(output_dir)
-        problem = run_dir.problem()
-        if not isinstance(decode_hparams, DecodeHParams):
-            decode_hparams = problem.decode_settings(decode_hparams or "", "decode_hparams")
-        if precision_fallback:
-            decode_hparams = decode_precision(decode_hparams)
-        precision = decode_hparams.precision
-        model, path = restore_model(run_dir, checkpoint_path, precision)
-        vocabularies = run_dir.vocabularies()
-        paths = [path]
-        if ensemble:
-            from t2t_keras.decoding.ensemble import Ensemble
-
-            models = [model]
-            for member in ensemble:
-                member_dir, member_path = resolve_checkpoint(member, "--ensemble")
-                _check_same_vocabularies(member, member_dir.vocabularies(), vocabularies)
-                models.append(restore_model(member_dir, member_path, precision)[0])
-                paths.append(member_path)
-            model = Ensemble(models)
-        shortlist = (run_dir.shortlist().limited(decode_hparams.shortlist, decode_hparams.shortlist_frequent)
-                     if decode_hparams.shortlist else None)
-        translator = cls(model, vocabularies, decode_hparams, problem.token_filter(vocabularies), problem, shortlist)
-        translator.checkpoint_path, translator.checkpoint_paths = path, paths
+    def from_run(cls, run) -> "Translator":
+        """The Translator of a `TrainedRun`: its checkpoints restored (an `Ensemble` of them with
+        --ensemble members), its decode settings, problem, vocabularies and shortlist. The
+        restored checkpoints' paths are `checkpoint_paths` (`checkpoint_path`: the run's)."""
+        translator = cls(run.restore_model(), run.vocabularies, run.decode_hparams, run.token_filter(), run.problem,
+                         run.shortlist)
+        translator.checkpoint_paths = run.checkpoints
+        translator.checkpoint_path = translator.checkpoint_paths[0]
         return translator
+
+    @classmethod
+    def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
+                     checkpoint_path: str | None = None, ensemble: list[str] = ()) -> "Translator":
+        """The Translator of a trained run dir (a trainer's output_dir, or an averaged or best one),
+        decoding on this machine: the Python API's entry (`TrainedRun.resolve` says what each
+        argument means). `decode_hparams` overrides the problem's defaults: a DecodeHParams, or
+        "beam_size=5,alpha=1.0"."""
+        from t2t_keras.decoding.trained_run import TrainedRun
+
+        return cls.from_run(TrainedRun.resolve(output_dir, decode_hparams, checkpoint_path, ensemble))
 
     def translate(self, sentences: list[str], n_best: int | None = None):
         """The best translation of each sentence (in the problem's output form: a tree for
@@ -237,12 +216,3 @@ class Translator(tf.Module):
         with tf.device("/device:CPU:0"):
             return tokenizer.tokenize(sentences).to_tensor(default_value=PAD_ID)
 
-
-def _check_same_vocabularies(member: str, theirs, ours) -> None:
-    for side, their, our in zip(("source", "target"), theirs, ours):
-        if their.sha256 != our.sha256:
-            name = "vocabulary" if ours.shared else f"{side} vocabulary"
-            raise UsageError(
-                f"--ensemble={member}: its {name} ({their.size} pieces) is not the first model's ({our.size} pieces); "
-                "ensembled models must share their vocabularies."
-            )

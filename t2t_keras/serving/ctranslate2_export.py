@@ -46,29 +46,28 @@ DEFAULT_VMAP_PER_SOURCE = 20  # shortlist=20 with 1000 frequent measured best on
 METADATA_FILE = "t2t_keras_export.json"
 
 
-def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path: str | None = None,
-               quantization: str = "float32") -> str:
-    """Writes a CTranslate2 model directory of a trained run's checkpoint (default: the latest)
-    at `export_dir` (refused if it exists); returns its path."""
-    from t2t_keras.checkpoints import RunDir, restore_model
+def export_run(run, export_dir: str, quantization: str = "float32") -> str:
+    """Writes a CTranslate2 model directory of a `TrainedRun`'s checkpoint (its latest, or the
+    one it names) at `export_dir` (refused if it exists); returns its path."""
+    from t2t_keras.checkpoints import restore_model
+    from t2t_keras.decoding.shortlist import load_run_shortlist
 
     if files.exists(export_dir):
         raise UsageError(f"--export_dir={export_dir} already exists and is never overwritten; remove it or choose another.")
     if quantization not in QUANTIZATIONS:
         raise UsageError(f"--quantization={quantization}: CTranslate2 knows {', '.join(QUANTIZATIONS)}.")
     ctranslate2 = _import_ctranslate2()
-    run_dir = RunDir(output_dir)
-    problem = run_dir.problem()
-    vocabularies = run_dir.vocabularies()
-    if decode_hparams.constrained and problem.token_filter(vocabularies) is not None:
+    problem, vocabularies, decode_hparams = run.problem, run.vocabularies, run.decode_hparams
+    if decode_hparams.constrained and run.token_filter() is not None:
         raise UsageError(
             f"{problem.name} decodes under the problem's constraints (a token filter), which CTranslate2 cannot apply; "
             "pass --decode_hparams=constrained=false to export the model unconstrained."
         )
-    model, checkpoint = restore_model(run_dir, checkpoint_path)
+    checkpoint = run.checkpoints[0]
+    model, _ = restore_model(run.run_dir, checkpoint)  # float32: CTranslate2 quantises it itself
     spec = model_spec(model, vocabularies)
     per_source = decode_hparams.shortlist or DEFAULT_VMAP_PER_SOURCE
-    shortlist = run_dir.shortlist() if files.isfile(run_dir.shortlist_path) else None
+    shortlist = load_run_shortlist(run.run_dir) if files.isfile(run.run_dir.shortlist_path) else None
 
     class RunConverter(ctranslate2.converters.Converter):
         def _load(self):

@@ -29,12 +29,10 @@ import json
 import os
 
 import tensorflow as tf
-from absl import logging
 
 from t2t_keras import files
-from t2t_keras.checkpoints import RunDir, checkpoint_step
+from t2t_keras.checkpoints import checkpoint_step
 from t2t_keras.errors import UsageError
-from t2t_keras.system import BFLOAT16_UNITS, bfloat16_units
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 METADATA_FILE = os.path.join("assets.extra", "t2t_keras_export.json")
@@ -124,21 +122,18 @@ def write_warmup_requests(path: str) -> None:
             writer.write(log.SerializeToString())
 
 
-def export_run(output_dir: str, export_dir: str, decode_hparams, checkpoint_path: str | None = None, version: int | None = None) -> str:
-    """Exports a checkpoint of a trainer's output_dir (default: the latest); returns the version's
-    path. Inputs are cut to decode_hparams.max_input_tokens, by default the model's max_length."""
+def export_run(run, export_dir: str, version: int | None = None) -> str:
+    """Exports a `TrainedRun`'s checkpoint (its latest, or the one it names) as
+    `export_dir/<version>` (default: the checkpoint's step); returns the version's path. Inputs
+    are cut to decode_hparams.max_input_tokens, by default the model's max_length. The precision
+    is the serving machine's (`TrainedRun.for_export`)."""
     from t2t_keras.decoding.translator import Translator
 
-    run_dir = RunDir(output_dir)
-    checkpoint = run_dir.require_checkpoint(checkpoint_path)
+    run = run.for_export()
+    checkpoint = run.checkpoints[0]
     if version is None:
         version = checkpoint_step(checkpoint)
     new_version_path(export_dir, version)  # fail before the slow part
-    if not decode_hparams.max_input_tokens:  # a served request costs at most what the model was trained on
-        decode_hparams = dataclasses.replace(decode_hparams, max_input_tokens=run_dir.hparams().max_length)
-    if decode_hparams.precision == "bf16" and bfloat16_units() is None:
-        logging.info(f"Exporting a bf16 SavedModel: it decodes faster than fp32 where it is served on bfloat16 units "
-                     f"({BFLOAT16_UNITS}); this machine has none.")
-    # The serving machine's precision, not this one's: no fallback to fp32.
-    translator = Translator.from_run_dir(output_dir, decode_hparams, checkpoint, precision_fallback=False)
-    return export_saved_model(translator, export_dir, version)
+    if not run.decode_hparams.max_input_tokens:  # a served request costs at most what the model was trained on
+        run = run.with_settings(max_input_tokens=run.run_dir.hparams().max_length)
+    return export_saved_model(Translator.from_run(run), export_dir, version)

@@ -30,6 +30,7 @@ from t2t_keras import files
 from t2t_keras.checkpoints import (
     BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step, holds_training_state, resolve_checkpoint,
 )
+from t2t_keras.decoding.shortlist import Shortlist, load_run_shortlist
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import MODEL, HParams
 from t2t_keras.models import factory
@@ -94,9 +95,14 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             f"to resume); to train from them, use --warm_start_from={run_dir.path} with a new --output_dir."
         )
     start_step = checkpoint_step(latest) if latest else 0
+    # The parent run, resolved and checked once: its weights start a new run, and its shortlist
+    # joins this one's (a resumed run has both already, unless its run dir predates shortlists).
+    parent = None
+    if settings.warm_start_from and (not latest or not files.isfile(run_dir.shortlist_path)):
+        parent = _warm_start_parent(settings.warm_start_from, hparams, vocabularies, settings.data_dir)
     stopped = _early_stop_record(run_dir, best_metric, settings.early_stopping_patience)
     if chief and (stopped or start_step >= settings.train_steps):  # a run dir of an earlier version gets one
-        _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, settings.warm_start_from)
+        _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, parent)
     if stopped:
         logging.info("%s stopped early at step %d: no better dev %s in %d evaluations since step %d.",
                      run_dir.path, stopped["step"], stopped["metric"], stopped["patience"], stopped["best_step"])
@@ -108,8 +114,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     if settings.warm_start_from and latest:
         logging.info("%s has checkpoints of its own: resuming at step %d; --warm_start_from only starts new runs.",
                      run_dir.path, start_step)
-    elif settings.warm_start_from:
-        warm_start = _warm_start_checkpoint(settings.warm_start_from, hparams, vocabularies, settings.data_dir)
+    elif parent:
+        warm_start = parent[1]
     if latest:
         _explain_moved_cooldown(run_dir, hparams, start_step, settings.train_steps)
     best = None
@@ -120,7 +126,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         if structure_tokens is not None:  # so a restore needs no problem catalog
             record["structure_tokens"] = structure_tokens
         run_dir.write(hparams, problem, vocabularies, **record)
-        _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, settings.warm_start_from)
+        _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, parent)
         if best_metric:
             best = BestCheckpoint(run_dir, best_metric, higher_is_better=best_metric != "loss")
             best.recover()
@@ -150,7 +156,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         ).skip(skip)
     )
     score_sentences = settings.eval_sentences if chief else 0
-    shortlist = (run_dir.shortlist().limited(decode_hparams.shortlist, decode_hparams.shortlist_frequent)
+    shortlist = (load_run_shortlist(run_dir).limited(decode_hparams.shortlist, decode_hparams.shortlist_frequent)
                  if score_sentences and decode_hparams.shortlist else None)
     evaluator = (
         Evaluator(problem, settings.data_dir, model, vocabularies, hparams, strategy, settings.eval_steps,
@@ -196,29 +202,24 @@ def _fingerprint(model, strategy) -> str:
     return f"; weights checksum {total:.10e}"
 
 
-def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, warm_start_from: str | None) -> None:
+def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, parent: tuple[RunDir, str] | None) -> None:
     """The run's lexical shortlist (the decode setting `shortlist`), counted once from the
     training pairs, and merged with the parent's when fine-tuning, so that what the parent
     learned to translate from its own, usually larger, corpus stays choosable (EXPERIMENTS.md,
     "Vocabulary shortlist")."""
-    from t2t_keras.decoding.shortlist import Shortlist
-
     if files.isfile(run_dir.shortlist_path):
         return
     started = time.time()
     shortlist = Shortlist.from_data_dir(problem, data_dir, vocabularies)
-    if warm_start_from:
-        parent, _ = resolve_checkpoint(warm_start_from, "--warm_start_from")
-        same_ids = [theirs.sha256 for theirs in parent.vocabularies()] == [ours.sha256 for ours in vocabularies]
-        if same_ids and files.isfile(parent.shortlist_path):
-            shortlist = shortlist.merged(parent.shortlist())
+    if parent and files.isfile(parent[0].shortlist_path):  # the parent's ids are ours (`_warm_start_parent`)
+        shortlist = shortlist.merged(load_run_shortlist(parent[0]))
     shortlist.save(run_dir.shortlist_path)
     logging.info("Wrote %s (%.0f s).", run_dir.shortlist_path, time.time() - started)
 
 
-def _warm_start_checkpoint(path: str, hparams: HParams, vocabularies, data_dir: str) -> str:
-    """The checkpoint --warm_start_from names, after checking that its model has this run's
-    architecture and vocabularies."""
+def _warm_start_parent(path: str, hparams: HParams, vocabularies, data_dir: str) -> tuple[RunDir, str]:
+    """(run dir, checkpoint) that --warm_start_from names, after checking that its model has this
+    run's architecture and vocabularies."""
     parent, checkpoint = resolve_checkpoint(path, "--warm_start_from")
     differences = parent.hparams().differences(hparams, group=MODEL)
     if differences:
@@ -226,14 +227,13 @@ def _warm_start_checkpoint(path: str, hparams: HParams, vocabularies, data_dir: 
             f"--warm_start_from={path} is a model with other architecture hparams ({'; '.join(differences)}); "
             "warm-starting needs the same architecture (dropout, learning rate and other training hparams may differ)."
         )
-    for side, theirs, ours in zip(("source", "target"), parent.vocabularies(), vocabularies):
-        if theirs.sha256 != ours.sha256:
-            name = "vocabulary" if vocabularies.shared else f"{side} vocabulary"
-            raise UsageError(
-                f"the {name} in --data_dir={data_dir} ({ours.size} pieces) is not the one of --warm_start_from={path} "
-                f"({theirs.size} pieces); make the data with t2t-keras-datagen --vocab_model={parent.path}."
-            )
-    return checkpoint
+    difference = parent.vocabularies().difference(vocabularies)
+    if difference:
+        raise UsageError(
+            f"--warm_start_from={path}: {difference} is not the one in --data_dir={data_dir}; make the data with "
+            f"t2t-keras-datagen --vocab_model={parent.path}."
+        )
+    return parent, checkpoint
 
 
 def _explain_moved_cooldown(run_dir: RunDir, hparams: HParams, start_step: int, train_steps: int) -> None:

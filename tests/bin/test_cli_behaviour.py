@@ -77,3 +77,19 @@ def test_help_lists_the_commands_own_flags():
                  "  --output_dir: "):
         assert line in result.stdout, result.stdout
     assert "--tpu" not in result.stdout and "--xml_output_file" not in result.stdout  # not absl's or TensorFlow's
+
+
+def test_a_filesystem_error_is_one_line_naming_the_path(tmp_path):
+    """What the commands' own checks do not foresee, the filesystem's refusal (local, or
+    tf.io.gfile's for a URL), still ends as one line naming the path, not a traceback."""
+    (tmp_path / "a_file").write_text("")
+    program = ("import sys\nfrom t2t_keras.bin import flags\n"
+               "def main(argv):\n{}\n"
+               "flags.run(main, lambda: None)\n")
+    local = program.format(f"    open({str(tmp_path / 'a_file' / 'out.txt')!r}, 'w')")
+    result = subprocess.run([sys.executable, "-c", local], capture_output=True, text=True)
+    assert_one_line_error(result, f"error: {tmp_path / 'a_file' / 'out.txt'}: Not a directory")
+    remote = program.format("    import tensorflow as tf\n    tf.io.gfile.GFile('ram://t2t_keras_nothing/x').read()")
+    result = subprocess.run([sys.executable, "-c", remote], capture_output=True, text=True)
+    assert_one_line_error(result, "error: ")
+    assert "ram://t2t_keras_nothing/x" in result.stderr

@@ -10,7 +10,7 @@ from t2t_keras import registry
 from t2t_keras.checkpoints import RunDir
 from t2t_keras.decoding import batch_decoding
 from t2t_keras.decoding import shortlist as shortlist_module
-from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist
+from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist, load_run_shortlist
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.errors import UsageError
 from t2t_keras.models import Transformer
@@ -139,7 +139,7 @@ def test_run_dir_shortlist_decodes_and_bad_settings_are_one_line(trained_output_
     """The trainer wrote the run's shortlist; the Translator decodes with it from shortlisted
     tokens only; a run dir without one, or a shortlist with sampling, is refused in one line."""
     run_dir = RunDir(trained_output_dir)
-    stored = run_dir.shortlist()
+    stored = load_run_shortlist(run_dir)
     assert stored.candidates.shape == (run_dir.vocabularies().source.size, 100) and stored.frequent.shape == (1000,)
     translator = Translator.from_run_dir(trained_output_dir, "beam_size=2,shortlist=5,shortlist_frequent=20")
     lines = ["A dog runs in the snow.", "Two men are talking."]
@@ -153,4 +153,4 @@ def test_run_dir_shortlist_decodes_and_bad_settings_are_one_line(trained_output_
     with pytest.raises(UsageError, match="shortlist is for beam search"):
         Translator.from_run_dir(trained_output_dir, "shortlist=5,sampling_top_k=5")
     with pytest.raises(UsageError, match=r"shortlist.npz is missing .* or decode with shortlist=0\.$"):
-        RunDir(str(tmp_path)).shortlist()
+        load_run_shortlist(RunDir(str(tmp_path)))

@@ -16,6 +16,7 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.checkpoints import RunDir
 from t2t_keras.data.tokenizers import Vocabularies, Vocabulary, train_sentencepiece
+from t2t_keras.decoding.shortlist import load_run_shortlist
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.errors import UsageError
 from t2t_keras.models import Transformer
@@ -127,7 +128,7 @@ def test_export_directory(exported, trained_output_dir):
     assert (config["decoder_start_token"], config["eos_token"], config["add_source_eos"]) == ("<pad>", "</s>", True)
     metadata = json.load(open(os.path.join(path, "t2t_keras_export.json")))
     assert metadata["quantization"] == "float32" and metadata["vmap"] == {"per_source": 20, "frequent": 1000}
-    shortlist = RunDir(trained_output_dir).shortlist().limited(20, 1000)
+    shortlist = load_run_shortlist(RunDir(trained_output_dir)).limited(20, 1000)
     vocabulary = RunDir(trained_output_dir).vocabularies().target
     lines = open(os.path.join(path, "vmap.txt"), encoding="utf-8").read().splitlines()
     assert lines[0].split("\t") == ["", " ".join(vocabulary.pieces(shortlist.frequent))]
@@ -171,7 +172,7 @@ def test_ctranslate2_decodes_as_ours(exported, trained_output_dir):
         ours_log_p, their_log_p = np.array(translator.score(sentences, ours)), np.array(translator.score(sentences, theirs))
         assert np.mean(ours_log_p >= their_log_p - 1e-3) >= 0.8, list(zip(ours, theirs, ours_log_p, their_log_p))
     # With the vmap, each output (a sentence a batch) uses only its sentence's shortlist.
-    shortlist = RunDir(trained_output_dir).shortlist().limited(20, 1000)
+    shortlist = load_run_shortlist(RunDir(trained_output_dir)).limited(20, 1000)
     listed = _ct2_translations(exported["float32"], vocabularies.target, sentences, 4, 0.0, 10, use_vmap=True)
     for sentence, output in zip(sentences, listed):
         allowed = {*shortlist.frequent.tolist(), *shortlist.candidates[vocabularies.source.encode(sentence)].ravel().tolist()}

@@ -15,7 +15,7 @@ from t2t_keras import registry
 from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
 from t2t_keras.data import datagen
 from t2t_keras.data.tokenizers import given_vocabularies
-from t2t_keras.decoding.shortlist import Shortlist
+from t2t_keras.decoding.shortlist import Shortlist, load_run_shortlist
 from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.training import trainer
@@ -73,8 +73,8 @@ def test_warm_start_begins_at_step_zero_with_the_parents_weights_and_a_fresh_opt
     assert info["problem"] == "translate_text" and info["problem_settings"] == problem.settings
     # The child's shortlist: its own pairs' candidates alternating with the parent's.
     own = Shortlist.from_data_dir(problem, data, parent.vocabularies())
-    expected = own.merged(parent.shortlist())
-    np.testing.assert_array_equal(child.shortlist().candidates, expected.candidates)
+    expected = own.merged(load_run_shortlist(parent))
+    np.testing.assert_array_equal(load_run_shortlist(child).candidates, expected.candidates)
     assert not np.array_equal(expected.candidates, own.candidates)
 
     # ckpt-0 is the parent's weights with an optimizer that has taken no step.
@@ -108,8 +108,8 @@ def test_warm_start_refuses_another_vocabulary_or_architecture(trained_output_di
                                        warm_start_from=source, evaluate=False)
         trainer.train(problem, hparams, settings, ONE_DEVICE)
 
-    with pytest.raises(UsageError, match=r"the vocabulary in --data_dir=.* \(\d+ pieces\) is not the one of "
-                                         r"--warm_start_from=.* \(8000 pieces\); make the data with t2t-keras-datagen --vocab_model="):
+    with pytest.raises(UsageError, match=r"--warm_start_from=.*: its vocabulary \(8000 pieces, not \d+\) is not the one in "
+                                         r"--data_dir=.*; make the data with t2t-keras-datagen --vocab_model="):
         warm_start(own, str(tmp_path / "own"), hparams)
     with pytest.raises(UsageError, match=r"other architecture hparams \(hidden_size: 32 -> 64\); warm-starting needs"):
         warm_start(problem, data, registry.hparams("transformer_tiny", _child_overrides(RunDir(trained_output_dir).hparams()) + ",hidden_size=64"))

@@ -1,0 +1,111 @@
+"""A trained run as the commands that decode it see it: resolved once, where the command line is read.
+
+    run = TrainedRun.resolve("out/demo/train_avg", "beam_size=5", ensemble=["out/b"])
+    Translator.from_run(run)                  # the decoder, visualize, the Python API
+    exporter.export_run(run.for_export(), "export/")   # SavedModel or CTranslate2
+
+One object carries what every decoding path needs of a run, each piece decided here and
+nowhere else: the run dir; its problem, configured as it was trained; the vocabularies; the
+decode settings, with the precision decision (`system.decode_precision`: decoding here, bf16
+falls back to fp32 without bfloat16 units; an export keeps it for the serving machine); the
+checkpoints (the run's, then each --ensemble member's, whose vocabularies must be the run's);
+and the shortlist. The parts that load TensorFlow (the checkpoints: finding the latest reads
+the state file through tf.train) and the large files (vocabularies, shortlist) are read on first
+use, once, so that a command checks its own flags before TensorFlow loads.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+
+from t2t_keras.checkpoints import RunDir, resolve_checkpoint, restore_model
+from t2t_keras.decoding.shortlist import load_run_shortlist
+from t2t_keras.errors import UsageError
+from t2t_keras.hparams_lib import DecodeHParams
+from t2t_keras.system import decode_precision
+
+
+class TrainedRun:
+    """A trained run dir with the checkpoints and decode settings a command decodes it with.
+
+    Args:
+      run_dir: a trainer's output_dir, or an averaged or best one.
+      decode_hparams: a DecodeHParams, or overrides of the problem's decode defaults ("beam_size=5").
+      checkpoint_path: the checkpoint to decode instead of the run's latest.
+      ensemble: more run dirs or checkpoints decoding with it (the mean of their probabilities).
+      for_export: the precision is the serving machine's (bf16 is kept where this one has no units).
+    """
+
+    def __init__(self, run_dir: RunDir, decode_hparams: DecodeHParams | str | None = None,
+                 checkpoint_path: str | None = None, ensemble=(), for_export: bool = False):
+        run_dir.hparams()  # a one-line error for a directory the trainer did not write
+        self.run_dir = run_dir
+        self.problem = run_dir.problem()
+        if not isinstance(decode_hparams, DecodeHParams):
+            decode_hparams = self.problem.decode_settings(decode_hparams or "")
+        self.decode_hparams = decode_precision(decode_hparams, for_export)
+        self.checkpoint_path = checkpoint_path
+        self.ensemble = tuple(ensemble)
+        self.is_export = for_export
+
+    @classmethod
+    def resolve(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
+                checkpoint_path: str | None = None, ensemble=(), for_export: bool = False) -> "TrainedRun":
+        return cls(RunDir(output_dir), decode_hparams, checkpoint_path, ensemble, for_export)
+
+    def with_settings(self, **changes) -> "TrainedRun":
+        """The same run (what it has resolved is kept) with some decode settings changed."""
+        changed = copy.copy(self)
+        changed.decode_hparams = dataclasses.replace(self.decode_hparams, **changes)
+        changed.__dict__.pop("shortlist", None)  # it depends on the settings
+        return changed
+
+    def for_export(self) -> "TrainedRun":
+        """This run as an export decodes it: the precision asked, for the serving machine."""
+        if self.is_export:
+            return self
+        return TrainedRun(self.run_dir, self.decode_hparams, self.checkpoint_path, self.ensemble, for_export=True)
+
+    @functools.cached_property
+    def vocabularies(self):
+        return self.run_dir.vocabularies()
+
+    @functools.cached_property
+    def members(self) -> tuple[tuple[RunDir, str], ...]:
+        """(run dir, checkpoint path) of each model that decodes: the run's, then each --ensemble
+        member's (a run dir's latest, or the checkpoint named), each member's vocabularies checked."""
+        members = [(self.run_dir, self.run_dir.require_checkpoint(self.checkpoint_path))]
+        for member in self.ensemble:
+            member_dir, path = resolve_checkpoint(member, "--ensemble")
+            difference = member_dir.vocabularies().difference(self.vocabularies)
+            if difference:
+                raise UsageError(f"--ensemble={member}: {difference} is not the first model's; ensembled models must "
+                                 "share their vocabularies.")
+            members.append((member_dir, path))
+        return tuple(members)
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """The checkpoints that decode, the run's first."""
+        return [path for _, path in self.members]
+
+    def restore_model(self):
+        """The model that decodes, in the decode precision: the run's, or the `Ensemble` of all."""
+        models = [restore_model(run_dir, path, self.decode_hparams.precision)[0] for run_dir, path in self.members]
+        if len(models) == 1:
+            return models[0]
+        from t2t_keras.decoding.ensemble import Ensemble
+
+        return Ensemble(models)
+
+    @functools.cached_property
+    def shortlist(self):
+        """The run's `Shortlist` cut to the shortlist settings, or None when they ask for none."""
+        hp = self.decode_hparams
+        return load_run_shortlist(self.run_dir).limited(hp.shortlist, hp.shortlist_frequent) if hp.shortlist else None
+
+    def token_filter(self):
+        """The problem's constraints on the outputs (parsing's tree filter), or None."""
+        return self.problem.token_filter(self.vocabularies)
