@@ -132,8 +132,9 @@ def run(main, define_flags, extra_help: str = "") -> None:
             status = INTERRUPTED_STATUS
             return status
         except BaseException as e:
-            if _is_filesystem_error(e):
-                print(f"error: {e.message.strip().splitlines()[0]}", file=sys.stderr)
+            if _is_filesystem_error(e):  # its message names the path, where the filesystem gives one
+                message = e.message.strip().splitlines()[0] if e.message.strip() else f"{type(e).__name__} from tf.io.gfile"
+                print(f"error: {message}", file=sys.stderr)
                 status = 2
                 return status
             if native_log is not None:  # an unexpected failure: everything TensorFlow said may help
@@ -153,8 +154,7 @@ def _is_filesystem_error(error: Exception) -> bool:
         return False
     import tensorflow as tf
 
-    kinds = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError, tf.errors.AlreadyExistsError)
-    return isinstance(error, kinds) and bool(error.message.strip())
+    return isinstance(error, (tf.errors.NotFoundError, tf.errors.PermissionDeniedError, tf.errors.AlreadyExistsError))
 
 
 def _help(doc: str | None, names: list[str]) -> str:

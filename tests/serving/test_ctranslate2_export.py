@@ -92,7 +92,8 @@ def test_ctranslate2_scores_are_ours(variant, trained_output_dir, german_vocabul
     ours = _our_log_probs(model, vocabularies, sources, targets)
     theirs = _ct2_log_probs(str(tmp_path), vocabularies, sources, targets)
     assert min(ours) < -40  # far from uniform: the equality below means something
-    np.testing.assert_allclose(theirs, ours, rtol=1e-4, atol=1e-3)
+    # float32 sums over a sentence of such logits, in each engine's order: 1.2e-4 apart seen at -608.
+    np.testing.assert_allclose(theirs, ours, rtol=3e-4, atol=1e-3)
 
 
 def test_copy_positions_cannot_be_exported(trained_output_dir):
