@@ -15,8 +15,9 @@ def main(argv):
         sys.exit(f"usage: {argv[0]} SAVED_MODEL_DIR SENTENCE [SENTENCE ...]")
     serving_default = tf.saved_model.load(argv[1]).signatures["serving_default"]
     result = serving_default(inputs=tf.constant(argv[2:]))
-    for source, output, score in zip(argv[2:], result["outputs"].numpy(), result["scores"].numpy()):
-        print(f"{source}\n  -> {output.decode('utf-8')}  (score {score:.2f})")
+    for source, output, score, log_prob in zip(argv[2:], result["outputs"].numpy(), result["scores"].numpy(),
+                                               result["log_probs"].numpy()):
+        print(f"{source}\n  -> {output.decode('utf-8')}  (score {score:.2f}, log P {log_prob:.2f})")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import os
 from typing import Iterator
 
 from t2t_keras import files
-from t2t_keras.data.text_files import TextStats, read_lines, read_parallel
+from t2t_keras.data.text_files import TextStats, check_text_file, read_lines, read_parallel
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import VocabSpec
 from t2t_keras.problems.translate import TranslateProblem
@@ -151,4 +151,6 @@ def _expand(value: str, flag: str) -> list[str]:
             paths.append(pattern)
     if not paths:
         raise UsageError(f"--{flag} names no file.")
+    for path in paths:  # before datagen writes anything
+        check_text_file(path, f"--{flag}")
     return paths

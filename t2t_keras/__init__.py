@@ -24,6 +24,11 @@ if "keras" in sys.modules and sys.modules["keras"].backend.backend() != "tensorf
         "KERAS_BACKEND=tensorflow."
     )
 
+# TensorFlow's native INFO lines (the CPU-feature note, CUDA probing) are not the package's
+# output; warnings and errors still show. An explicit TF_CPP_MIN_LOG_LEVEL wins, and once
+# TensorFlow is imported the setting no longer matters.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
 from t2t_keras import registry  # noqa: E402  (light: no TensorFlow import)
 
 _LAZY_SUBPACKAGES = ("layers", "models", "training")

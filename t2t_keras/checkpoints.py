@@ -274,6 +274,9 @@ def average_checkpoints(output_dir: str, num_last: int, avg_dir: str) -> str:
         raise UsageError("--avg_dir must differ from --output_dir (the average would join the checkpoints it averages).")
     if files.isdir(target.path) and files.listdir(target.path) and not target.exists():
         raise UsageError(f"--avg_dir={avg_dir} holds files that are not a t2t-keras run; pick a new or empty directory.")
+    if target.exists() and "averaged" not in target.run_info():  # only an earlier average is replaced
+        raise UsageError(f"--avg_dir={avg_dir} holds a run that is not an average (a trainer's, or a best/ directory); "
+                         "it is never replaced: pick a new or empty directory.")
     files.ensure_writable_dir(os.path.dirname(target.path), "--avg_dir")
     paths = paths[-num_last:]
     model = build_model(source)

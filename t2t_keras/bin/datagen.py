@@ -68,6 +68,7 @@ def main(argv) -> int:
     values = {name: FLAGS[name].value for name in TEXT_FLAGS if FLAGS[name].present}
     if vocabularies and "separate_vocabularies" in problem.datagen_flags and "separate_vocabularies" not in values:
         values["separate_vocabularies"] = not vocabularies.shared  # a model per side given
+    values.update(_parent_languages(FLAGS.vocab_model, problem, values))
     problem.configure(problem.settings_from_flags(values))
     from t2t_keras.data import datagen  # TensorFlow: imported once the flags are known to be good
 
@@ -76,6 +77,19 @@ def main(argv) -> int:
                               vocabularies, FLAGS.shuffle_buffer)
     print(datagen.format_summary(record))
     return 0
+
+
+def _parent_languages(vocab_model: str | None, problem, values: dict) -> dict:
+    """The languages of the run dir --vocab_model names, for those flags not given: fine-tuning
+    data is in the parent's languages (its BLEU tokenizer follows the target's)."""
+    from t2t_keras import files
+    from t2t_keras.checkpoints import RunDir
+
+    if not vocab_model or not files.isdir(files.absolute(vocab_model)) or not RunDir(vocab_model).exists():
+        return {}
+    parent = RunDir(vocab_model).problem()
+    return {f"{side}_language": getattr(parent, f"{side}_language", "") for side in ("source", "target")
+            if f"{side}_language" in problem.datagen_flags and not values.get(f"{side}_language")}
 
 
 def run() -> None:

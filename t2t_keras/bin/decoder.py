@@ -10,7 +10,8 @@ ensemble of them); or score given translations.
     t2t-keras-decoder ... --decode_shards=8 --decode_shard_id=3   # lines of block 3 of 8 -> FILE.shard-3-of-8
 
 Output: one line per input line; with --n_best=N, N consecutive lines per input line, best
-first; with --with_scores each line is "<log P(output | input)>\\t<output>".
+first; --with_scores puts the search's score before each output, --with_log_probs log P(output | input)
+("<score>\\t<log P>\\t<output>" with both): the quantities the SavedModel calls scores and log_probs.
 
 A file is decoded as it is read and written in input order as it goes; Ctrl-C or a kill
 keeps the lines written, and the same command continues after them (FILE.decode.json
@@ -22,6 +23,7 @@ import sys
 
 from absl import flags
 
+from t2t_keras import files
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.decoding import batch_decoding, file_decoding
 from t2t_keras.errors import UsageError
@@ -39,7 +41,10 @@ def define_flags() -> None:
     flags.DEFINE_string("decode_reference", None, "References of --decode_from_file (translations; gold trees for parsing): print BLEU and chrF (EVALB F1 for parsing) at the end.")
     flags.DEFINE_bool("decode_interactive", False, "Translate lines typed at a prompt.")
     flags.DEFINE_integer("n_best", 1, "Hypotheses written per input line, best first (at most beam_size).")
-    flags.DEFINE_bool("with_scores", False, "Write each hypothesis as \"<log P(output | input)>\\t<output>\".")
+    flags.DEFINE_bool("with_scores", False, "Write each hypothesis as \"<score>\\t<output>\": what the search ranked it by, "
+                      "log P / ((5 + length) / 6) ** alpha (the SavedModel's scores).")
+    flags.DEFINE_bool("with_log_probs", False, "Write each hypothesis as \"<log P(output | input)>\\t<output>\" (after the "
+                      "score with --with_scores; the SavedModel's log_probs).")
     flags.DEFINE_string(
         "score_file", None,
         "Instead of translating, write log P(target | source) for each line of this file (targets) and the "
@@ -54,7 +59,8 @@ def define_flags() -> None:
     flags.DEFINE_integer(
         "decode_shard_id", 0, "... and decode block number this (0-based) into DECODE_TO_FILE.shard-ID-of-SHARDS."
     )
-    flags.DEFINE_bool("start_over", False, "Decode from the first line even if DECODE_TO_FILE holds a resumable earlier run.")
+    flags.DEFINE_bool("start_over", False, "Decode from the first line even if DECODE_TO_FILE holds a resumable earlier run; "
+                      "replace a DECODE_TO_FILE the decoder did not write (refused without this flag).")
     flags.DEFINE_bool("progress", True, "Show a progress bar while decoding a file.")
 
 
@@ -83,7 +89,6 @@ def main(argv) -> int:
         raise UsageError(f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, --decode_from_file has {total}; they must be aligned.")
     if FLAGS.score_file:
         return _score(run)
-    from t2t_keras import files
     from t2t_keras.decoding.resumable_output import ResumableOutput, output_record
 
     # TensorFlow loads here, once the flags are known to be good; the checkpoints an output's
@@ -93,8 +98,10 @@ def main(argv) -> int:
     first, end = shard * total // shards, (shard + 1) * total // shards
     path = FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
     output = None
+    if FLAGS.decode_to_file and not files.is_local(path) and files.exists(path) and not FLAGS.start_over:
+        _refuse_to_replace(path)  # an object store's output is written whole: no record to resume from
     if FLAGS.decode_to_file and files.is_local(path) and not FLAGS.decode_interactive:
-        record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, FLAGS.with_scores)
+        record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, _columns())
         output = ResumableOutput(path, record, FLAGS.n_best)
         # A rerun of another input, checkpoint or settings is refused, and a finished one ends, before any model is built.
         if output.progress(FLAGS.start_over)[1]:
@@ -121,7 +128,7 @@ def main(argv) -> int:
         def write(lines):
             sys.stdout.writelines(line + "\n" for line in lines)
             sys.stdout.flush()
-            best.extend(_best_texts(lines, FLAGS.n_best, FLAGS.with_scores))
+            best.extend(_best_texts(lines, FLAGS.n_best))
 
         _decode(translator, problem, numbered(0), write, report, end - first, 0)
         _summary(translator, report, stats, problem, reference, best, resumed=0, block=(first, end))
@@ -131,7 +138,7 @@ def main(argv) -> int:
         with files.atomic_path(path) as temporary, files.open_file(temporary, "w") as handle:
             _decode(translator, problem, numbered(0), lambda lines: handle.write("".join(line + "\n" for line in lines)),
                     report, end - first, 0)
-        best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best, FLAGS.with_scores)
+        best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best)
         _summary(translator, report, stats, problem, None if reference is None else reference[first:end], best, resumed=0, block=(first, end))
         return 0
     done, complete = output.open(FLAGS.start_over)
@@ -153,10 +160,15 @@ def main(argv) -> int:
         output.close(complete=finished)
     best = None
     if reference is not None:
-        best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best, FLAGS.with_scores)
+        best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best)
         reference = reference[first:end]
     _summary(translator, report, stats, problem, reference, best, resumed=done, block=(first, end))
     return 0
+
+
+def _refuse_to_replace(path: str) -> None:
+    raise UsageError(f"--decode_to_file={path} exists; it is never replaced unasked: choose another --decode_to_file, "
+                     "or pass --start_over to replace it.")
 
 
 def _nothing_to_do(path: str, lines: int) -> int:
@@ -169,15 +181,21 @@ def _decode(translator, problem, numbered_lines, write, report, total: int, done
 
     bar = tqdm.tqdm(total=total, initial=done, unit=" lines", disable=not flags.FLAGS.progress, file=sys.stderr, mininterval=1.0)
     try:
-        file_decoding.decode_stream(translator, problem, numbered_lines, write, flags.FLAGS.n_best, flags.FLAGS.with_scores,
+        file_decoding.decode_stream(translator, problem, numbered_lines, write, flags.FLAGS.n_best, _columns(),
                                     report, progress=bar)
     finally:
         bar.close()  # before any message, so that none is glued to the bar
 
 
-def _best_texts(lines: list[str], n_best: int, with_scores: bool) -> list[str]:
-    best = lines[::n_best]
-    return [line.split("\t", 1)[1] for line in best] if with_scores else best
+def _columns() -> tuple[str, ...]:
+    """The Hypothesis fields written before each output (`file_decoding.output_lines`)."""
+    FLAGS = flags.FLAGS
+    return tuple(name for name, asked in (("score", FLAGS.with_scores), ("log_prob", FLAGS.with_log_probs)) if asked)
+
+
+def _best_texts(lines: list[str], n_best: int) -> list[str]:
+    columns = len(_columns())
+    return [line.split("\t", columns)[columns] for line in lines[::n_best]]
 
 
 def _summary(translator, report, stats, problem, reference, best, resumed: int, block: tuple[int, int]) -> None:
@@ -202,6 +220,8 @@ def _score(run) -> int:
     targets = file_decoding.read_source_lines(FLAGS.score_file, file_decoding.DecodeReport(), "--score_file")
     if len(targets) != len(sources):
         raise UsageError(f"--score_file={FLAGS.score_file} has {len(targets)} lines, --decode_from_file has {len(sources)}; they must be aligned.")
+    if FLAGS.decode_to_file and files.exists(FLAGS.decode_to_file) and not FLAGS.start_over:
+        _refuse_to_replace(FLAGS.decode_to_file)
     run.checkpoints  # TensorFlow loads here
     from t2t_keras.decoding.translator import Translator
 

@@ -37,7 +37,8 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
     ones. Each split's pairs are written in a seeded random order (`shuffle_pairs`, holding
     at most `shuffle_buffer` pairs in memory), so corpora concatenated in a file are mixed.
     A complete data_dir made the same way is reused (returned with "reused": True) unless
-    `overwrite`; one made another way is a UsageError.
+    `overwrite`; one made another way is a UsageError. A failure while writing removes every
+    file this call added (Ctrl-C keeps the finished ones, for a rerun to continue).
     """
     files.ensure_writable_dir(data_dir, "--data_dir")
     if not overwrite and manifest.is_complete(problem, data_dir):
@@ -45,7 +46,19 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
         _check_same_recipe(problem, data_dir, record, vocabularies)
         return {**record, "reused": True}
     files.remove_incomplete(data_dir, problem.name)
-    if vocabularies is not None:
+    before = set(files.listdir(data_dir))
+    try:
+        return _generate(problem, data_dir, tmp_dir, overwrite, progress, vocabularies, shuffle_buffer)
+    except Exception:  # a failure found while writing (a bad line, a truncated file): the data_dir as it was
+        for name in set(files.listdir(data_dir)) - before:
+            files.remove(os.path.join(data_dir, name))
+        raise
+
+
+def _generate(problem, data_dir: str, tmp_dir: str, overwrite: bool, progress: bool, vocabularies: Vocabularies | None,
+              shuffle_buffer: int) -> dict:
+    given = vocabularies is not None
+    if given:
         _check_given_vocabularies(problem, vocabularies)
         source = _write_vocabulary(vocabularies.source, problem.vocab_path(data_dir))
         target = source if problem.shared_vocabulary else _write_vocabulary(vocabularies.target, problem.vocab_path(data_dir, "target"))
@@ -55,7 +68,7 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
         source = _vocabulary(problem, "source", data_dir, tmp_dir, overwrite)
         target = _vocabulary(problem, "target", data_dir, tmp_dir, overwrite)
     vocabularies = Vocabularies(source, target)
-    record = {"vocab": _vocab_record(source), "splits": {}}
+    record = {"vocab": _vocab_record(source), "splits": {}, "vocab_given": given}
     if not problem.shared_vocabulary:
         record["target_vocab"] = _vocab_record(target)
     if problem.settings:
@@ -215,7 +228,7 @@ def format_summary(record: dict) -> str:
         f"{record[key]['file']} ({record[key]['size']} pieces)" for key in ("vocab", "target_vocab") if key in record
     )
     lines = [
-        f"{record['problem']}: {'reused complete data' if record.get('reused') else 'wrote'} "
+        f"{record['problem']}: {'reused complete data' if record.get('reused') else 'copied --vocab_model' if record.get('vocab_given') else 'wrote'} "
         f"{'vocabularies' if 'target_vocab' in record else 'vocabulary'} {vocabularies}"
     ]
     for split, info in record["splits"].items():

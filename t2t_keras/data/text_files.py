@@ -45,6 +45,7 @@ def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: boo
         raise UsageError(f"{named} is a directory; name a text file.")
     if not files.isfile(path):
         raise UsageError(f"{named}: no such file.")
+    number = 0
     try:
         with _open(path) as handle:
             for number, raw in enumerate(handle, start=1):
@@ -61,7 +62,26 @@ def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: boo
                     stats.invalid_utf8_line_numbers.append(number)
                     yield raw.decode("utf-8", errors="replace")
     except (OSError, EOFError, zlib.error) as e:  # a truncated or corrupt .gz
+        where = f" after line {number}" if number else ""
+        raise UsageError(f"{named}: cannot be read{where} ({e}); check that it is a complete "
+                         f"{'gzip' if path.endswith('.gz') else 'text'} file.") from None
+
+
+def check_text_file(path: str, flag: str) -> None:
+    """A UsageError naming `flag` unless `path` is a readable text file (plain or .gz) with at
+    least one line: what can be known from its first bytes, before any pass over the data."""
+    named = f"{flag}={path}"
+    if files.isdir(path):
+        raise UsageError(f"{named} is a directory; name a text file.")
+    if not files.isfile(path):
+        raise UsageError(f"{named}: no such file.")
+    try:
+        with _open(path) as handle:
+            first = handle.read(1)
+    except (OSError, EOFError, zlib.error) as e:
         raise UsageError(f"{named}: cannot be read ({e}); check that it is a complete {'gzip' if path.endswith('.gz') else 'text'} file.") from None
+    if not first:
+        raise UsageError(f"{named} is empty; name a file with at least one line.")
 
 
 def read_parallel(source_path: str, target_path: str, stats: TextStats, strict: bool = False) -> Iterator[tuple[str, str]]:

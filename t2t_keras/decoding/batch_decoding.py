@@ -244,7 +244,7 @@ def score_lines(translator, sources: list[str], targets: list[str]) -> list[floa
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
         result = translator.score_ids(padded_batch([s for s, _ in chunk]), padded_batch([t for _, t in chunk]))
-        for i, score in zip(scored[start : start + batch_size], result["scores"].numpy()):
+        for i, score in zip(scored[start : start + batch_size], result["log_probs"].numpy()):
             scores[i] = float(score)
     return scores
 

@@ -38,10 +38,11 @@ def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_fro
 
 
 def decode_stream(translator, problem, numbered_lines: Iterator[tuple[int, str]], write, n_best: int = 1,
-                  with_scores: bool = False, report: DecodeReport | None = None, progress=False) -> DecodeReport:
+                  columns: tuple[str, ...] = (), report: DecodeReport | None = None, progress=False) -> DecodeReport:
     """Decodes (line number, line) pairs a window at a time (`window_lines`): sorted by length
     into batches within the window, postprocessed, and handed to `write` as output lines in
-    input order once the window is done. Memory holds one window, never the whole input."""
+    input order once the window is done (with the `columns` of `output_lines`). Memory holds
+    one window, never the whole input."""
     report = report or DecodeReport()
     window_size = window_lines(translator.decode_hparams)
     bar = progress if isinstance(progress, tqdm.tqdm) else tqdm.tqdm(
@@ -54,11 +55,11 @@ def decode_stream(translator, problem, numbered_lines: Iterator[tuple[int, str]]
             return report
         numbers, lines = [number for number, _ in window], [line for _, line in window]
         report.empty_lines += sum(not line.strip() for line in lines)
-        outputs = translate_lines(translator, lines, n_best, with_scores, line_numbers=numbers, on_lines=bar.update)
+        outputs = translate_lines(translator, lines, n_best, "log_prob" in columns, line_numbers=numbers, on_lines=bar.update)
         outputs, repairs = postprocess(problem, lines, outputs)
         report.lines += len(lines)
         report.repairs += repairs
-        write(output_lines(outputs, with_scores))
+        write(output_lines(outputs, columns))
 
 
 def window_lines(hparams) -> int:
@@ -67,10 +68,18 @@ def window_lines(hparams) -> int:
     return 8 * hparams.sentences_per_batch
 
 
-def output_lines(outputs: list[list[Hypothesis]], with_scores: bool = False) -> list[str]:
-    """What the decoder writes: a line per hypothesis (n_best consecutive lines per input),
-    "<log_prob>\t<text>" with scores."""
-    return [f"{h.log_prob:.4f}\t{h.text}" if with_scores else h.text for hypotheses in outputs for h in hypotheses]
+SCORE_COLUMNS = ("score", "log_prob")  # the Hypothesis fields a decoder output line may start with, in this order
+
+
+def output_lines(outputs: list[list[Hypothesis]], columns: tuple[str, ...] = ()) -> list[str]:
+    """What the decoder writes: a line per hypothesis (n_best consecutive lines per input), its
+    text after the `columns` asked for, tab-separated: "score" (what the search ranked by, as
+    the SavedModel's scores) and "log_prob" (log P(text | input)), as --with_scores and
+    --with_log_probs ask: "-0.4170\t-1.6463\tEin Hund rennt."."""
+    unknown = set(columns) - set(SCORE_COLUMNS)
+    if unknown:
+        raise ValueError(f"output columns are {SCORE_COLUMNS}, not {sorted(unknown)}")
+    return ["\t".join([*(f"{getattr(h, name):.4f}" for name in columns), h.text]) for hypotheses in outputs for h in hypotheses]
 
 
 def write_lines(path: str, lines: Iterable[str]) -> None:

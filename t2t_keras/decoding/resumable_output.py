@@ -5,7 +5,7 @@ the decoder writes an output there in one piece when it is complete.)
 Beside `path` lies `path.decode.json`, the record of what produces it: the input (path,
 sha256, the block of lines), the checkpoints (path and the sha256 of each `.index`, which
 holds the checksums of the weights), the decode settings that change outputs, n_best and
-the output format. The output itself is the progress: it only ever grows by complete lines
+the columns before each output. The output itself is the progress: it only ever grows by complete lines
 (one write per batch of finished inputs), so after a kill everything up to its last
 newline is kept. A rerun with the same record cuts a partial line, if any, to the last
 complete input and appends after it; a rerun whose input, checkpoint or settings changed
@@ -23,13 +23,13 @@ from t2t_keras import files
 from t2t_keras.errors import UsageError
 
 RECORD_SUFFIX = ".decode.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the columns before each output are named (--with_scores printed log P in 1)
 # Decode settings that only change speed, not outputs: a resume may change them.
 SPEED_SETTINGS = ("sentences_per_batch", "batch_tokens", "parallel_parts")
 
 
 def output_record(input_path: str, lines: tuple[int, int], checkpoints: list[str], decode_hparams,
-                  n_best: int, with_scores: bool) -> dict:
+                  n_best: int, columns: tuple[str, ...]) -> dict:
     """What an output is made from (see the module docstring)."""
     settings = {key: value for key, value in dataclasses.asdict(decode_hparams).items() if key not in SPEED_SETTINGS}
     return {
@@ -40,7 +40,7 @@ def output_record(input_path: str, lines: tuple[int, int], checkpoints: list[str
         "checkpoints": [{"path": path, "index_sha256": files.sha256(path + ".index")} for path in checkpoints],
         "decode_hparams": settings,
         "n_best": n_best,
-        "with_scores": with_scores,
+        "columns": list(columns),
     }
 
 
@@ -91,14 +91,20 @@ class ResumableOutput:
             files.write_atomically(self.record_path, json.dumps({**self.record, "complete": True}, indent=2) + "\n")
 
     def _state(self, start_over: bool) -> tuple[dict | None, int, bool]:
-        """(the previous record, or None for a new output; inputs done; whether complete)."""
-        previous = None if start_over else self._previous_record()
-        if previous is None:
+        """(the previous record, or None for a new output; inputs done; whether complete). A file
+        at `path` that no record says the decoder wrote is never replaced unless `start_over`."""
+        if start_over or not files.exists(self.path):
             return None, 0, False
+        previous = self._previous_record()
+        if previous is None:
+            raise UsageError(
+                f"--decode_to_file={self.path} exists and is not a t2t-keras-decoder output (no {self.record_path}); "
+                "it is never replaced unasked: choose another --decode_to_file, or pass --start_over to replace it."
+            )
         changed = [key for key in self.record if previous.get(key) != self.record[key]]
         if changed:
             raise UsageError(
-                f"{self.path} was decoded with another {', '.join(_names(changed))} (see {self.record_path}); "
+                f"{self.path} was decoded with {_changes(changed)} (see {self.record_path}); "
                 "rerun with --start_over to decode it again, or choose another --decode_to_file."
             )
         done = self.complete_inputs()
@@ -106,8 +112,8 @@ class ResumableOutput:
         return previous, done, bool(previous.get("complete")) and done == end - first
 
     def _previous_record(self) -> dict | None:
-        if not files.exists(self.path) or not files.exists(self.record_path):
-            return None  # a new output (an existing file without a record is replaced)
+        if not files.exists(self.record_path):
+            return None
         try:
             return json.loads(files.read_text(self.record_path))
         except json.JSONDecodeError:
@@ -138,8 +144,10 @@ class ResumableOutput:
         return offset
 
 
-def _names(keys: list[str]) -> list[str]:
-    readable = {"input_sha256": "input content", "input": "input file", "lines": "block of lines (shards)",
-                "checkpoints": "checkpoint", "decode_hparams": "decode settings", "n_best": "--n_best",
-                "with_scores": "--with_scores", "format_version": "version of t2t-keras"}
-    return [readable.get(key, key) for key in keys]
+def _changes(keys: list[str]) -> str:
+    """What differs from the record, as a phrase: "another checkpoint and other decode settings"."""
+    readable = {"input_sha256": "another input content", "input": "another input file", "lines": "another block of lines (shards)",
+                "checkpoints": "another checkpoint", "decode_hparams": "other decode settings", "n_best": "another --n_best",
+                "columns": "other --with_scores / --with_log_probs", "format_version": "another version of t2t-keras's output format"}
+    phrases = [readable.get(key, f"another {key}") for key in keys]
+    return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]

@@ -158,15 +158,18 @@ class Translator(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False)
     def translate_text(self, inputs):
-        """Raw sentences [B] -> {outputs [B] (best translation), scores [B], truncated [B] (the
-        input was longer than max_input_tokens and was cut to it)}.
+        """Raw sentences [B] -> {outputs [B] (best translation), scores [B] (what the search ranked
+        it by: log P / ((5 + length) / 6) ** alpha), log_probs [B] (log P(output | input) of its
+        pieces, EOS included), truncated [B] (the input was longer than max_input_tokens and was
+        cut to it)}.
 
-        A blank sentence gives an empty translation and score 0, as in the decoder CLI.
+        A blank sentence gives an empty translation, score and log_prob 0, as in the decoder CLI.
         """
         input_ids = self._tokenize(self.source_tokenizer, inputs)
         truncated = batch_decoding.is_over(input_ids, self.decode_hparams.max_input_tokens)
         result = self.best_ids(input_ids)
         best_ids = result["ids"][:, 0]
+        log_probs = self.score_ids(self._capped(input_ids), best_ids)["log_probs"]  # one teacher-forced pass
         without_eos = tf.RaggedTensor.from_tensor(best_ids, lengths=tf.maximum(result["lengths"][:, 0] - 1, 0))
         with tf.device("/device:CPU:0"):
             outputs = self.target_tokenizer.detokenize(without_eos)
@@ -174,6 +177,7 @@ class Translator(tf.Module):
         return {
             "outputs": tf.where(blank, tf.constant("", tf.string), outputs),
             "scores": tf.where(blank, tf.zeros_like(result["scores"][:, 0]), result["scores"][:, 0]),
+            "log_probs": tf.where(blank, tf.zeros_like(log_probs), log_probs),
             "truncated": truncated,
         }
 
@@ -185,12 +189,12 @@ class Translator(tf.Module):
         autograph=False,
     )
     def score_ids(self, input_ids, target_ids):
-        """log P(target | source) of EOS-terminated, 0-padded id pairs -> {scores [B], lengths [B]}."""
+        """log P(target | source) of EOS-terminated, 0-padded id pairs -> {log_probs [B], lengths [B]}."""
         logits = self.model({"inputs": input_ids, "targets": target_ids}, training=False)
         token_log_probs = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target_ids, logits=logits)
         real = target_ids != PAD_ID
         return {
-            "scores": tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=1),
+            "log_probs": tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=1),
             "lengths": tf.reduce_sum(tf.cast(real, tf.int32), axis=1),
         }
 
@@ -202,11 +206,11 @@ class Translator(tf.Module):
         autograph=False,
     )
     def score_text(self, inputs, targets):
-        """log P(target | source) of raw sentence pairs -> {scores [B], lengths [B] (target tokens + EOS)};
-        a blank source scores 0, as its empty translation does."""
+        """log P(target | source) of raw sentence pairs -> {log_probs [B], lengths [B] (target tokens + EOS)};
+        a blank source has log_prob 0, as its empty translation does."""
         result = self.score_ids(self._tokenize(self.source_tokenizer, inputs), self._tokenize(self.target_tokenizer, targets))
         blank = tf.equal(tf.strings.strip(inputs), "")
-        return {"scores": tf.where(blank, 0.0, result["scores"]), "lengths": result["lengths"]}
+        return {"log_probs": tf.where(blank, 0.0, result["log_probs"]), "lengths": result["lengths"]}
 
     @staticmethod
     def _tokenize(tokenizer, sentences):

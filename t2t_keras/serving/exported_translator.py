@@ -71,7 +71,7 @@ class ExportedTranslator:
         result = self.saved_model.signatures["score"](
             inputs=tf.constant(list(sources), tf.string), targets=tf.constant(list(targets), tf.string)
         )
-        return [float(score) for score in result["scores"].numpy()]
+        return [float(log_prob) for log_prob in result["log_probs"].numpy()]
 
 
 def _version_dir(export_dir: str) -> str:

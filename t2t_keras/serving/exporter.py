@@ -11,12 +11,17 @@
 
 Signatures (all TensorFlow core and tensorflow_text ops, so the stock model server runs
 them; no Python in the graph):
-  serving_default  inputs [B] string -> outputs [B] string, scores [B] float32, truncated [B]
-                   bool (the input was longer than max_input_tokens and was cut to it)
+  serving_default  inputs [B] string -> outputs [B] string, scores [B] float32, log_probs [B]
+                   float32, truncated [B] bool (the input was longer than max_input_tokens and
+                   was cut to it)
   translate_ids    input_ids [B, S] int32 (EOS-terminated, 0-padded) -> ids [B, K, L],
                    scores [B, K], lengths [B, K]
-  score            inputs [B], targets [B] string -> scores [B] (log P(target | input)),
-                   lengths [B] (target tokens with EOS)
+  score            inputs [B], targets [B] string -> log_probs [B], lengths [B] (target tokens
+                   with EOS)
+
+Two quantities, one name each, as everywhere in the package (the decoder's --with_scores and
+--with_log_probs, `Hypothesis.score` and `.log_prob`): scores = what beam search ranked by,
+log P / ((5 + length) / 6) ** alpha; log_probs = log P(output | input), EOS included.
 
 A version is written under a temporary name and renamed when complete, so a server
 watching export_dir never sees half an export, and an existing version is never replaced.
@@ -89,9 +94,12 @@ def export_metadata(translator, version: int) -> dict:
         "checkpoint": getattr(translator, "checkpoint_path", None),
         "decode_hparams": dataclasses.asdict(translator.decode_hparams),
         "signatures": {
-            "serving_default": "inputs [B] string -> outputs [B] string, scores [B] float32, truncated [B] bool",
+            "serving_default": "inputs [B] string -> outputs [B] string, scores [B] float32, log_probs [B] float32, "
+                               "truncated [B] bool",
             "translate_ids": "input_ids [B, S] int32 -> ids [B, K, L] int32, scores [B, K] float32, lengths [B, K] int32",
-            "score": "inputs [B], targets [B] string -> scores [B] float32, lengths [B] int32",
+            "score": "inputs [B], targets [B] string -> log_probs [B] float32, lengths [B] int32",
+            "scores": "what beam search ranked by: log P / ((5 + length) / 6) ** alpha",
+            "log_probs": "log P(output | input), EOS included",
         },
     }
 

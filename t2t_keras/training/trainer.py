@@ -90,10 +90,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     best_metric = _best_metric(settings, problem.score_name, run_dir)
     latest = _agreed_latest_checkpoint(strategy, run_dir)
     if latest and not holds_training_state(run_dir, latest):
-        raise UsageError(
-            f"--output_dir={run_dir.path} holds model weights only (an averaged or best checkpoint, no optimizer state "
-            f"to resume); to train from them, use --warm_start_from={run_dir.path} with a new --output_dir."
-        )
+        _refuse_weights_only(run_dir)
     start_step = checkpoint_step(latest) if latest else 0
     # The parent run, resolved and checked once: its weights start a new run, and its shortlist
     # joins this one's (a resumed run has both already, unless its run dir predates shortlists).
@@ -306,6 +303,8 @@ def _check_restart(run_dir, hparams, problem, vocabularies, settings, chief) -> 
         if chief:
             run_dir.clear()
         return
+    if run_dir.run_info().get("weights_only"):  # before any other word about it
+        _refuse_weights_only(run_dir)
     previous = run_dir.hparams()
     differences = previous.differences(hparams, group=MODEL)
     if differences:
@@ -319,17 +318,21 @@ def _check_restart(run_dir, hparams, problem, vocabularies, settings, chief) -> 
             f"--output_dir={run_dir.path} was trained on {info['problem']}, not {problem.name}; "
             "use another --output_dir or --start_over."
         )
-    for side, key, vocabulary in (("source", "vocab", vocabularies.source), ("target", "target_vocab", vocabularies.target)):
-        # A shared vocabulary is recorded once, under "vocab".
-        sha256, size = info.get(f"{key}_sha256", info["vocab_sha256"]), info.get(f"{key}_size", info["vocab_size"])
-        if vocabulary.sha256 != sha256:
-            name = "vocabulary" if vocabularies.shared else f"{side} vocabulary"
-            raise UsageError(
-                f"the {name} in --data_dir={settings.data_dir} ({vocabulary.size} pieces) is not the one the model in "
-                f"--output_dir={run_dir.path} was trained with ({size} pieces); use the original data_dir, or --start_over."
-            )
+    difference = run_dir.vocabularies().difference(vocabularies)
+    if difference:
+        raise UsageError(
+            f"--output_dir={run_dir.path} holds a model trained with another vocabulary: {difference} is not the one in "
+            f"--data_dir={settings.data_dir}; use the original data_dir, or --start_over."
+        )
     for line in previous.differences(hparams):
         logging.info("Training hparam changed since the last run: %s", line)
+
+
+def _refuse_weights_only(run_dir: RunDir) -> None:
+    raise UsageError(
+        f"--output_dir={run_dir.path} holds model weights only (an averaged or best checkpoint, no optimizer state "
+        f"to resume); to train from them, use --warm_start_from={run_dir.path} with a new --output_dir."
+    )
 
 
 def _summary_writers(output_dir, chief):
@@ -372,6 +375,10 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
     step, last_saved, loss = start_step, manager.latest_checkpoint, float("nan")
     window = _Window(start_step)
     eval_metrics = {}
+    if step < settings.train_steps:  # so that the first minute of a run is not silent
+        logging.info("Training from step %d: the first step traces the training graph and fills the shuffle buffer; "
+                     "then a progress line every %d steps.", step, settings.log_steps)
+    first_started = time.time()
     while step < settings.train_steps and not recorder.stopped:
         try:
             loss_tensor, tokens = train_step.update(iterator)
@@ -382,6 +389,8 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
                 "rerun t2t-keras-datagen with --overwrite."
             ) from None
         step += 1
+        if step == start_step + 1:
+            logging.info("First step done in %.0f s.", time.time() - first_started)
         if not math.isfinite(loss):
             raise TrainingStopped(
                 f"the loss became {loss} at step {step}; stopped without saving. The last good checkpoint is "

@@ -92,3 +92,14 @@ def test_a_filesystem_error_is_one_line_naming_the_path(tmp_path):
     remote = program.format("    import tensorflow as tf\n    tf.io.gfile.listdir('ram://t2t_keras_nothing/')")
     result = subprocess.run([sys.executable, "-c", remote], capture_output=True, text=True)
     assert_one_line_error(result, "error: Could not find directory ram://t2t_keras_nothing/")
+
+
+def test_the_python_api_prints_no_tensorflow_cpu_feature_line():
+    """Importing the package and running TensorFlow from Python does not show TensorFlow's
+    CPU-feature note (an INFO line of its logging; the suite's own quieting removed). The CUDA
+    probe's lines come before TensorFlow reads any setting, in every program that imports it."""
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    program = "import t2t_keras.decoding.translator\nimport tensorflow as tf\nprint(int(tf.constant(1) + 1))"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and result.stdout == "2\n", result.stderr
+    assert "cpu_feature_guard" not in result.stderr, result.stderr

@@ -62,6 +62,7 @@ def test_text_signature_equals_python_path(translator):
     assert [t.decode("utf-8") for t in graph["outputs"].numpy()] == translator.translate(sentences)
     best = [hypotheses[0] for hypotheses in translator.translate(sentences, n_best=1)]
     np.testing.assert_allclose(graph["scores"].numpy(), [h.score for h in best], atol=1e-5)
+    np.testing.assert_allclose(graph["log_probs"].numpy(), [h.log_prob for h in best], atol=1e-4)
 
 
 def test_n_best_log_probs_equal_the_score_path(translator):
@@ -73,7 +74,7 @@ def test_n_best_log_probs_equal_the_score_path(translator):
     pairs = [(s, h) for s, hypotheses in zip(sentences[:-1], outputs) for h in hypotheses]
     rescored = translator.score([s for s, _ in pairs], [h.text for _, h in pairs])
     np.testing.assert_allclose([h.log_prob for _, h in pairs], rescored, atol=1e-4)
-    graph = translator.score_text([s for s, _ in pairs], [h.text for _, h in pairs])["scores"].numpy()
+    graph = translator.score_text([s for s, _ in pairs], [h.text for _, h in pairs])["log_probs"].numpy()
     np.testing.assert_allclose(graph, rescored, atol=1e-4)
     for hypotheses in outputs[:-1]:
         assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
@@ -134,6 +135,8 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
     source = tmp_path / "in.en"
     source.write_text("A dog.\n")
     (tmp_path / "two.de").write_text("Ein Hund.\nZwei.\n")
+    notes = tmp_path / "notes.de"
+    notes.write_text("my precious notes\n")
     (tmp_path / "no_ckpt").mkdir()
     for name in ("hparams.json", "run.json", "vocab.spm.model"):
         shutil.copyfile(os.path.join(trained_output_dir, name), tmp_path / "no_ckpt" / name)
@@ -154,10 +157,16 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_shards=2", "--decode_shard_id=2"],
          "error: --decode_shard_id=2: choose 0 to --decode_shards - 1 (1)."),
         ([f"--output_dir={trained_output_dir}"], "error: say what to decode"),
+        # A file the decoder did not write is never replaced unasked, as an output or a score file.
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--decode_to_file={notes}"],
+         f"error: --decode_to_file={notes} exists and is not a t2t-keras-decoder output (no {notes}.decode.json); it is never replaced unasked"),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--score_file={source}", f"--decode_to_file={notes}"],
+         f"error: --decode_to_file={notes} exists; it is never replaced unasked"),
     ]
     results = run_side_by_side([[sys.executable, "-m", "t2t_keras.bin.decoder", "--noprogress", *args] for args, _ in cases])
     for (_, message), result in zip(cases, results):
         assert_one_line_error(result, message)
+    assert notes.read_text() == "my precious notes\n"
 
 
 def test_bad_flags_are_refused_before_tensorflow_loads(trained_output_dir, tmp_path):
@@ -184,11 +193,19 @@ def test_n_best_with_scores_and_score_file_on_the_command_line(trained_output_di
     source.write_text("A dog runs.\n\nTwo women sing.\n")
     output = tmp_path / "nbest.de"
     run = [f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=3,extra_length=8"]
-    result = _decoder_cli(*run, f"--decode_to_file={output}", "--n_best=3", "--with_scores")
+    result = _decoder_cli(*run, f"--decode_to_file={output}", "--n_best=3", "--with_scores", "--with_log_probs")
     assert result.returncode == 0, result.stderr
     lines = output.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 9 and lines[3:6] == ["0.0000\t"] * 3  # 3 per input line; the empty one scores 0
-    scores, texts = zip(*(line.split("\t", 1) for line in lines))
+    assert len(lines) == 9 and lines[3:6] == ["0.0000\t0.0000\t"] * 3  # 3 per input line; the empty one scores 0
+    search_scores, scores, texts = zip(*(line.split("\t", 2) for line in lines))
+    # The two columns are the Python API's Hypothesis.score and .log_prob, the n best in the score's order.
+    hypotheses = Translator.from_run_dir(trained_output_dir, "beam_size=3,extra_length=8").translate(
+        ["A dog runs.", "", "Two women sing."], n_best=3)
+    expected = [(h.score, h.log_prob, h.text) for line in hypotheses for h in line]
+    np.testing.assert_allclose([[float(s), float(p)] for s, p in zip(search_scores, scores)],
+                               [[s, p] for s, p, _ in expected], atol=2e-4)
+    assert list(texts) == [text for _, _, text in expected]
+    assert [float(s) for s in search_scores[:3]] == sorted((float(s) for s in search_scores[:3]), reverse=True)
     # The first and second best of the first line, the third of the last, scored as given pairs.
     (tmp_path / "sources.en").write_text("A dog runs.\nA dog runs.\nTwo women sing.\n")
     (tmp_path / "targets.de").write_text("".join(texts[i] + "\n" for i in (0, 1, 8)), encoding="utf-8")
@@ -209,14 +226,14 @@ def test_the_searchs_score_of_its_best_ids_is_their_log_probability(trained_outp
     found = translator.translate_ids(batch)
     best = found["ids"].numpy()[:, 0]
     scored = translator.score_ids(batch, best)
-    np.testing.assert_allclose(scored["scores"].numpy(), found["scores"].numpy()[:, 0], atol=1e-4)
+    np.testing.assert_allclose(scored["log_probs"].numpy(), found["scores"].numpy()[:, 0], atol=1e-4)
     np.testing.assert_array_equal(scored["lengths"].numpy(), found["lengths"].numpy()[:, 0])
 
 
 def test_an_empty_source_scores_0_on_every_path(translator):
     assert translator.translate(["", "A dog."], n_best=2)[0] == [batch_decoding.EMPTY] * 2
     assert translator.score(["", "  "], ["", "Ein Hund."]) == [0.0, 0.0]
-    np.testing.assert_array_equal(translator.score_text(["", "  "], ["", "Ein Hund."])["scores"].numpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(translator.score_text(["", "  "], ["", "Ein Hund."])["log_probs"].numpy(), [0.0, 0.0])
     assert translator.score(["A dog."], [""])[0] < 0  # an empty translation of a real sentence is a real event
     for method in (translator.translate, lambda s: translator.score(s, ["x"])):
         with pytest.raises(TypeError, match=r"takes a list of sentences, e\.g\. .*not a string"):

@@ -92,7 +92,7 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
         _decoder(f"--output_dir={other_run}", f"--decode_from_file={long_input}", f"--decode_to_file={output}"),
         _decoder(*run, f"--decode_to_file={output}"),  # unchanged: nothing else to do but finish
     ])
-    assert_one_line_error(refusals[0], f"error: {output} was decoded with another input file, input content")
+    assert_one_line_error(refusals[0], f"error: {output} was decoded with another input file, another input content")
     assert_one_line_error(refusals[1], f"error: {output} was decoded with another checkpoint")
     assert "--start_over" in refusals[1].stderr
     assert refusals[2].returncode == 0, refusals[2].stderr

@@ -124,13 +124,17 @@ def test_bad_files_are_one_line_errors_naming_file_and_line(corpus, tmp_path):
 
     with pytest.raises(UsageError, match=r"bad.en has more lines than .*bad.de \(line 3 has no partner\)"):
         generate(["a", "b", "c"], ["x", "y"])
-    with pytest.raises(UsageError, match=r"bad.en and .*bad.de are empty"):
+    with pytest.raises(UsageError, match=r"--train_source=.*bad.en is empty; name a file with at least one line"):
         generate([], [])
+    # Found from the flags alone, before datagen writes anything: an empty dev file.
+    with pytest.raises(UsageError, match=r"--dev_target=.*empty.de is empty"):
+        _problem(train_source=f"{corpus}/a.en", train_target=f"{corpus}/a.de.gz", dev_source=f"{corpus}/dev.en",
+                 dev_target=_write(tmp_path / "empty.de", []))
     with pytest.raises(UsageError, match=r"bad.de:2: not UTF-8 \(byte 0xe9 at column 4\); convert the file to UTF-8"):
         generate(["a", "b"], None, raw_target="ok\ncaf\xe9\n".encode("latin-1"))
     whole = gzip.compress("".join(f"line {i}\n" for i in range(1000)).encode())
     (tmp_path / "broken.de.gz").write_bytes(whole[: len(whole) // 2])
-    with pytest.raises(UsageError, match=r"broken.de.gz: cannot be read .*complete gzip file"):
+    with pytest.raises(UsageError, match=r"broken.de.gz: cannot be read after line \d+ .*complete gzip file"):
         problem = _problem(train_source=_write(tmp_path / "ok.en", ["x"] * 1000), train_target=str(tmp_path / "broken.de.gz"), **dev)
         datagen.generate(problem, str(tmp_path / "data"), None, overwrite=True, progress=False)
     with pytest.raises(UsageError, match=r"--train_source: no file matches 'nothing\*.en'"):
@@ -150,6 +154,14 @@ def test_bad_files_are_one_line_errors_naming_file_and_line(corpus, tmp_path):
                   f"--train_target={corpus}/missing.de", f"--dev_source={corpus}/dev.en", f"--dev_target={corpus}/dev.de")
     assert_one_line_error(result, "error: --train_target=")
     assert "missing.de: no such file" in result.stderr and not (tmp_path / "new").exists()
+    # A failure found while writing (a .gz cut short) leaves the data_dir as it was: only the user's file.
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("mine\n")
+    result = _cli("datagen", "--problem=translate_text", f"--data_dir={tmp_path / 'kept'}", f"--train_source={corpus}/a.en",
+                  f"--train_target={corpus}/a.de.gz", f"--dev_source={tmp_path / 'ok.en'}", f"--dev_target={tmp_path / 'broken.de.gz'}",
+                  "--vocab_size=1000", "--noprogress")
+    assert_one_line_error(result, f"error: {tmp_path / 'broken.de.gz'}: cannot be read after line")
+    assert os.listdir(tmp_path / "kept") == ["notes.txt"]
     result = _cli("datagen", "--problem=translate_ende_multi30k", f"--data_dir={tmp_path / 'new'}", "--train_source=a.en")
     assert_one_line_error(result, "error: --train_source configure --problem=translate_text; translate_ende_multi30k is defined")
 

@@ -39,10 +39,11 @@ LOADER = textwrap.dedent(
         answer[name] = {
             "outputs": [t.decode("utf-8") for t in result["outputs"].numpy()],
             "scores": result["scores"].numpy().tolist(),
+            "log_probs": result["log_probs"].numpy().tolist(),
         }
     pairs = request["score"]
     result = score(inputs=tf.constant(pairs["inputs"]), targets=tf.constant(pairs["targets"]))
-    answer["score"] = result["scores"].numpy().tolist()
+    answer["score"] = result["log_probs"].numpy().tolist()
     ids = serving.signatures["translate_ids"](input_ids=tf.constant([[5, 6, 7, 1]], tf.int32))
     answer["translate_ids_shapes"] = {k: v.shape.as_list() for k, v in ids.items()}
     json.dump(answer, sys.stdout)
@@ -62,7 +63,8 @@ def _cli(module, *args):
 @pytest.fixture(scope="module")
 def served(trained_output_dir, tmp_path_factory):
     """Exports a copy of the trained dir, decodes 20 val sentences with the CLI, moves the
-    export away and deletes the copy; returns (export path, decoder outputs)."""
+    export away and deletes the copy; returns (export path, decoder outputs, their
+    (score, log_prob) as the decoder wrote them)."""
     work = tmp_path_factory.mktemp("export")
     train_copy = work / "train"
     shutil.copytree(trained_output_dir, train_copy)
@@ -71,7 +73,7 @@ def served(trained_output_dir, tmp_path_factory):
     decode_hparams = "beam_size=4,alpha=0.6,extra_length=20"
     decoded = _cli(
         "decoder", f"--output_dir={train_copy}", f"--decode_from_file={source}", f"--decode_to_file={work / 'out.de'}",
-        f"--decode_hparams={decode_hparams}", "--noprogress",
+        f"--decode_hparams={decode_hparams}", "--noprogress", "--with_scores", "--with_log_probs",
     )
     assert decoded.returncode == 0, decoded.stderr
     exported = _cli("exporter", f"--output_dir={train_copy}", f"--export_dir={work / 'export'}", f"--decode_hparams={decode_hparams}")
@@ -81,11 +83,12 @@ def served(trained_output_dir, tmp_path_factory):
     moved = tmp_path_factory.mktemp("elsewhere") / "ende"
     shutil.move(str(work / "export"), moved)
     shutil.rmtree(train_copy)
-    return str(moved / os.path.basename(version_path)), (work / "out.de").read_text(encoding="utf-8").splitlines()
+    lines = [line.split("\t", 2) for line in (work / "out.de").read_text(encoding="utf-8").splitlines()]
+    return str(moved / os.path.basename(version_path)), [text for _, _, text in lines], [(float(s), float(p)) for s, p, _ in lines]
 
 
 def test_layout_is_what_tf_serving_expects(served):
-    path, _ = served
+    path, _, _ = served
     assert os.path.basename(path).isdigit()
     for name in ("saved_model.pb", "variables/variables.index", "assets/vocab.spm.model", exporter.WARMUP_FILE):
         assert os.path.isfile(os.path.join(path, name)), name
@@ -112,7 +115,7 @@ def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_p
 def test_fresh_process_serves_what_the_decoder_returns(served, trained_output_dir, tmp_path):
     from t2t_keras.decoding.translator import Translator
 
-    path, decoder_outputs = served
+    path, decoder_outputs, decoder_numbers = served
     sources = _val("en", 20)
     references = _val("de", 20)
     rng = random.Random(0)
@@ -148,6 +151,14 @@ def test_fresh_process_serves_what_the_decoder_returns(served, trained_output_di
     answer = json.loads(result.stdout)
 
     assert answer["val"]["outputs"] == decoder_outputs
+    # scores and log_probs are one quantity each through the decoder, the Python API and the SavedModel.
+    in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
+    best = [hypotheses[0] for hypotheses in in_process.translate(sources, n_best=1)]
+    for quantity, column, field in (("scores", 0, "score"), ("log_probs", 1, "log_prob")):
+        np.testing.assert_allclose(answer["val"][quantity], [numbers[column] for numbers in decoder_numbers], atol=2e-4)
+        np.testing.assert_allclose([getattr(h, field) for h in best], [numbers[column] for numbers in decoder_numbers], atol=2e-4)
+    # Two quantities: alpha 0.6 divides log P by ((5 + length) / 6) ** 0.6, more than 1 past one token.
+    assert all(s >= p - 1e-4 for s, p in decoder_numbers) and any(s > p + 0.01 for s, p in decoder_numbers)
     edge = answer["edge"]
     assert edge["outputs"][0] == "" and edge["outputs"][2] == "" and edge["scores"][0] == 0.0
     # The 2000-character line is answered (what a 30-step model says may well be empty).
@@ -155,8 +166,8 @@ def test_fresh_process_serves_what_the_decoder_returns(served, trained_output_di
     assert answer["batch64"]["outputs"] == [decoder_outputs[i % 20] for i in range(64)]
     for i, inputs in enumerate(warmup_inputs):
         assert len(answer[f"warmup{i}"]["outputs"]) == len(inputs)
-    in_process = Translator.from_run_dir(trained_output_dir).score(request["score"]["inputs"], request["score"]["targets"])
-    np.testing.assert_allclose(answer["score"], in_process, rtol=1e-4, atol=1e-3)
+    scored = in_process.score(request["score"]["inputs"], request["score"]["targets"])
+    np.testing.assert_allclose(answer["score"], scored, rtol=1e-4, atol=1e-3)
     # Even a 30-step model prefers the reference to its words shuffled, most of the time.
     reference_scores, shuffled_scores = answer["score"][:20], answer["score"][20:]
     assert sum(r > s for r, s in zip(reference_scores, shuffled_scores)) >= 12, answer["score"]
@@ -164,7 +175,7 @@ def test_fresh_process_serves_what_the_decoder_returns(served, trained_output_di
 
 
 def test_bad_input_is_one_line(served, trained_output_dir, tmp_path):
-    path, _ = served
+    path, _, _ = served
     export_dir, version = os.path.split(path)
     empty = tmp_path / "untrained"
     shutil.copytree(trained_output_dir, empty, ignore=shutil.ignore_patterns("ckpt-*", "checkpoint"))
@@ -183,7 +194,7 @@ def test_python_api_over_the_export_equals_the_in_process_one(served, trained_ou
     from t2t_keras.decoding.translator import Translator
     from t2t_keras.serving.exported_translator import ExportedTranslator
 
-    path, decoded = served
+    path, decoded, _ = served
     exported = ExportedTranslator(os.path.dirname(path))  # an export dir: its highest version
     sentences = _val("en", 20)
     assert exported.translate(sentences) == decoded
@@ -260,7 +271,7 @@ def test_tf_servings_cpp_loader_serves_what_the_decoder_returns(served, cpp_load
     from t2t_keras.decoding.translator import Translator
 
     binary, op_library = cpp_loader
-    path, decoded = served
+    path, decoded, _ = served
     sources = _val("en", 20)
     warmups = [[s.decode("utf-8") for s in request.inputs["inputs"].string_val]
                for request in read_warmup_requests(os.path.join(path, exporter.WARMUP_FILE))]
@@ -279,7 +290,7 @@ def test_tf_servings_cpp_loader_serves_what_the_decoder_returns(served, cpp_load
     assert answers[0]["outputs"] == decoded and answers[0]["truncated"] == [False] * 20
     assert answers[1]["outputs"][0] == "" and answers[1]["scores"][0] == 0 and answers[1]["truncated"] == [False, True]
     in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
-    np.testing.assert_allclose(answers[2]["scores"], in_process.score(sources[:4] + [""], decoded[:4] + ["Ein Hund."]), atol=1e-4)
+    np.testing.assert_allclose(answers[2]["log_probs"], in_process.score(sources[:4] + [""], decoded[:4] + ["Ein Hund."]), atol=1e-4)
     for inputs, answer in zip(warmups, answers[3:]):
         assert len(answer["outputs"]) == len(inputs)
 
@@ -287,7 +298,7 @@ def test_tf_servings_cpp_loader_serves_what_the_decoder_returns(served, cpp_load
 def test_the_export_says_how_it_decodes_and_bounds_each_request(served):
     from t2t_keras.serving.exported_translator import ExportedTranslator
 
-    path, _ = served
+    path, _, _ = served
     exported = ExportedTranslator(path)
     settings = exported.metadata["decode_hparams"]
     assert (settings["beam_size"], settings["alpha"], settings["extra_length"]) == (4, 0.6, 20)

@@ -2,6 +2,7 @@
 weights-only directories are refused in one line."""
 
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -132,3 +133,18 @@ def test_training_in_an_averaged_directory_is_one_line_naming_warm_start_from(tr
     assert_one_line_error(result, f"error: --output_dir={copy} holds model weights only")
     assert f"use --warm_start_from={copy} with a new --output_dir" in result.stderr
     assert sorted(os.listdir(copy)) == sorted(os.listdir(tmp_path / "train_avg"))  # untouched
+
+
+def test_datagen_for_fine_tuning_takes_the_parents_languages_and_says_it_copied_the_vocabulary(trained_output_dir, tmp_path):
+    problem = _text_problem(tmp_path, 20000, 300)
+    train, dev = problem.settings["train"][0], problem.settings["dev"][0]
+    result = subprocess.run(
+        [sys.executable, "-m", "t2t_keras.bin.datagen", "--problem=translate_text", f"--data_dir={tmp_path / 'data'}",
+         f"--vocab_model={trained_output_dir}", f"--train_source={train[0]}", f"--train_target={train[1]}",
+         f"--dev_source={dev[0]}", f"--dev_target={dev[1]}", "--noprogress"],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("translate_text: copied --vocab_model vocabulary translate_text.spm.model (8000 pieces)")
+    settings = json.loads((tmp_path / "data" / "translate_text.manifest.json").read_text())["settings"]
+    assert (settings["source_language"], settings["target_language"]) == ("en", "de")  # translate_ende_multi30k's

@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import tensorflow as tf
 from t2t_keras import registry
 from t2t_keras.errors import UsageError
 from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
+from t2t_keras.data.tokenizers import train_sentencepiece
 from t2t_keras.decoding.shortlist import Shortlist
 from t2t_keras.training import trainer
 from t2t_keras.training.evaluator import Evaluator
@@ -79,11 +81,13 @@ def test_bad_input_is_reported_before_any_work(multi30k_data_dir, tmp_path):
         os.makedirs(tmp_path / "empty")
         _train(tmp_path / "run", str(tmp_path / "empty"), 2)
     _train(tmp_path / "run", multi30k_data_dir, 2)
-    run_path = tmp_path / "run" / "run.json"
-    record = json.loads(run_path.read_text())
-    run_path.write_text(json.dumps({**record, "vocab_sha256": "0" * 64, "vocab_size": 7000}))
-    with pytest.raises(UsageError, match=r"the vocabulary in --data_dir=.* \(8000 pieces\) is not the one the model .* was trained with \(7000 pieces\)"):
+    vocabulary = tmp_path / "run" / "vocab.spm.model"  # as if trained on another data_dir's vocabulary
+    trained_with = vocabulary.read_bytes()
+    vocabulary.write_bytes(train_sentencepiece([f"line {i} of another corpus" for i in range(300)], 400))
+    with pytest.raises(UsageError, match=r"holds a model trained with another vocabulary: its vocabulary \(\d+ pieces, not 8000\) "
+                                         r"is not the one in --data_dir="):
         _train(tmp_path / "run", multi30k_data_dir, 4)
+    vocabulary.write_bytes(trained_with)
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(multi30k_data_dir, tmp_path, monkeypatch):
@@ -116,6 +120,20 @@ def test_averaging_two_checkpoints_is_their_elementwise_mean(multi30k_data_dir, 
     assert changed > 10  # the two checkpoints really differ
     with pytest.raises(UsageError, match="no checkpoint to average"):
         average_checkpoints(str(tmp_path / "nothing"), 2, str(tmp_path / "avg2"))
+    # An earlier average is replaced; a trainer's run or foreign files never are.
+    assert average_checkpoints(str(tmp_path / "run"), 1, str(tmp_path / "avg")).endswith("ckpt-4")
+    assert RunDir(tmp_path / "avg").run_info()["averaged"] == [4]
+    listing = sorted(os.listdir(tmp_path / "run"))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("my precious notes\n")
+    for target, message in ((tmp_path / "run", "--avg_dir must differ"), (tmp_path / "notes", "not a t2t-keras run")):
+        with pytest.raises(UsageError, match=message):
+            average_checkpoints(str(tmp_path / "run"), 1, str(target))
+    shutil.copytree(tmp_path / "run", tmp_path / "other")  # another trainer's run
+    with pytest.raises(UsageError, match=r"holds a run that is not an average .* never replaced"):
+        average_checkpoints(str(tmp_path / "run"), 1, str(tmp_path / "other"))
+    assert sorted(os.listdir(tmp_path / "run")) == listing and (tmp_path / "notes" / "mine.txt").read_text() == "my precious notes\n"
+    assert sorted(os.listdir(tmp_path / "other")) == listing
 
     # A run started with a relative --output_dir has cwd-relative paths in its state file
     # (make demo's out/demo/train did): they still name the checkpoints of this directory.
