@@ -85,9 +85,12 @@ def _parent_languages(vocab_model: str | None, problem, values: dict) -> dict:
     from t2t_keras import files
     from t2t_keras.checkpoints import RunDir
 
-    if not vocab_model or not files.isdir(files.absolute(vocab_model)) or not RunDir(vocab_model).exists():
+    if not vocab_model or not files.isdir(files.absolute(vocab_model)):
         return {}
-    parent = RunDir(vocab_model).problem()
+    run_dir = RunDir(vocab_model)
+    if not run_dir.exists():
+        return {}
+    parent = run_dir.problem()
     return {f"{side}_language": getattr(parent, f"{side}_language", "") for side in ("source", "target")
             if f"{side}_language" in problem.datagen_flags and not values.get(f"{side}_language")}
 
