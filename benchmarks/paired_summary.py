@@ -32,12 +32,15 @@ def main() -> None:
     if not lines:
         raise SystemExit(f"error: {args.results} has no lines of a paired.sh run")
     run = args.run or lines[-1]["paired_run"]
-    by_label, bleus = defaultdict(list), defaultdict(list)
+    by_label, bleus, fractions = defaultdict(list), defaultdict(list), defaultdict(list)
     for line in lines:
         if line["paired_run"] == run:
             by_label[line["label"]].append(rate(line))
             if line.get("bleu") is not None:
                 bleus[line["label"]].append(line["bleu"])
+            if line.get("fraction_of_matmul_peak") is not None:
+                fractions[line["label"]].append((line["fraction_of_matmul_peak"], line["achieved_gflop_s"],
+                                                 line["matmul_peak_gflop_s"]))
     print(f"paired run {run}: rate per pair (sentences/s or target tokens/s), median")
     for label, rates in by_label.items():
         shown = " ".join("failed" if r is None else f"{r:g}" for r in rates)
@@ -59,6 +62,11 @@ def main() -> None:
             if ratios:
                 print(f"  {label} / {other}: {statistics.median(ratios):.3f} "
                       f"(pairs: {' '.join(f'{r:.3f}' for r in ratios)})")
+    if fractions:  # issue 40's measure: how much of this CPU's own matmul rate a training step uses
+        print("fraction of the machine's matmul rate, measured in the same run (median; achieved / peak GFLOP/s):")
+        for label, values in fractions.items():
+            print(f"  {label:36s} {statistics.median(v[0] for v in values):.3f}   "
+                  f"({statistics.median(v[1] for v in values):g} / {statistics.median(v[2] for v in values):g})")
 
 
 def decode_file_pairings(by_label: dict, bleus: dict, within: float = 0.3) -> None:

@@ -6,7 +6,10 @@
 Same protocol as the peers in $T2T_BENCH_DIR (random ids, seed 1234, no padding, dropout
 0.1, label smoothing 0.1, Adam 0.9/0.98/1e-9; 3 warm-up steps, then the median of 10 timed
 steps): our Transformer and our real TrainStep (global-token-normalised loss, the paper's
-schedule) under a one-device strategy. Prints one JSON line (shapes.train_result).
+schedule) under a one-device strategy. Then, in the same process, the machine's own
+large-matmul rate in the same precision (`matmul_peak.py`): the line's
+`fraction_of_matmul_peak` is achieved_gflop_s over it, how much of this CPU the step uses.
+Prints one JSON line (shapes.train_result).
 """
 
 import argparse
@@ -64,11 +67,16 @@ def main():
     iterator = iter(strategy.distribute_datasets_from_function(lambda context: tf.data.Dataset.from_tensors(batch).repeat()))
     times, first = shapes.time_steps(lambda: step.update(iterator)[0], sync=lambda loss: float(loss))
     peer = f"t2t_keras_{'xla' if args.xla else 'nojit'}" + ("_bf16" if args.precision == "bf16" else "")
+    from matmul_peak import matmul_gflop_s
+
+    peak = matmul_gflop_s(args.precision)
     result = shapes.train_result(peer, shape, times, first, {
         "framework": f"tensorflow {tf.__version__}, keras {keras.__version__}",
         "precision": args.precision,
         "model_params": model.count_params(),
+        "matmul_peak_gflop_s": round(peak, 1),
     })
+    result["fraction_of_matmul_peak"] = round(result["achieved_gflop_s"] / peak, 3)
     shapes.emit(result, T0)
 
 
