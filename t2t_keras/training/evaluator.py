@@ -32,7 +32,7 @@ class Evaluator:
     """Computes dev metrics for the current weights of `model`."""
 
     def __init__(self, problem, data_dir, model, vocabularies, hparams, strategy, eval_steps=0, score_sentences=100,
-                 decode_hparams=None, shortlist=None):
+                 decode_hparams=None, shortlist=None, selects_by_score=False):
         self.problem = problem
         self.data_dir = data_dir
         self.model = model
@@ -40,6 +40,9 @@ class Evaluator:
         self.strategy = strategy
         self.eval_steps = eval_steps
         self.score_sentences = score_sentences
+        # Whether the score picks checkpoints (--keep_best, early stopping): then a dev set too small
+        # to tell checkpoints apart is worth a warning, once.
+        self.check_dev_size = selects_by_score and problem.score_name == "bleu"
         if score_sentences:
             decode_hparams = decode_hparams or problem.decode_settings()
             decode_hparams = decode_precision(decode_hparams)
@@ -100,4 +103,28 @@ class Evaluator:
         """The problem's `Score` of the beam-search outputs of the first dev sentences."""
         if self.decode_model is not self.model:
             self.decode_model.set_weights(self.model.get_weights())
-        return self.problem.score_outputs(self.translator.translate(self.sources), self.references)
+        outputs = self.translator.translate(self.sources)
+        if self.check_dev_size:
+            self.check_dev_size = False
+            _warn_if_dev_too_small(outputs, self.references, getattr(self.problem, "target_language", ""))
+        return self.problem.score_outputs(outputs, self.references)
+
+
+# What checkpoint selection decides between here is 1-2 BLEU (a fine-tuning run's gain: README,
+# "Fine-tuning"; an average against its last checkpoint: EXPERIMENTS.md). A dev set whose own BLEU
+# is uncertain by more than that (the 95% bootstrap half-width: about 2.7 at 300 Multi30k
+# sentences, 1.4 at the whole val set of 1014) picks among such checkpoints largely by chance.
+DEV_BLEU_INTERVAL_LIMIT = 2.0
+
+
+def _warn_if_dev_too_small(outputs, references, language) -> None:
+    from absl import logging
+
+    from t2t_keras.evaluation.bleu import bleu_interval
+
+    half_width = bleu_interval(outputs, references, language)
+    if half_width > DEV_BLEU_INTERVAL_LIMIT:
+        logging.warning(
+            "dev BLEU on these %d sentences is only known to +-%.1f (95%% bootstrap interval): checkpoints closer than "
+            "that are picked by chance; score more dev sentences (--eval_sentences, a larger dev set) or select by "
+            "--keep_best=loss.", len(references), half_width)

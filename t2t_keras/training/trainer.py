@@ -157,7 +157,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
                  if score_sentences and decode_hparams.shortlist else None)
     evaluator = (
         Evaluator(problem, settings.data_dir, model, vocabularies, hparams, strategy, settings.eval_steps,
-                  score_sentences, decode_hparams, shortlist)
+                  score_sentences, decode_hparams, shortlist, selects_by_score=best_metric == problem.score_name)
         if settings.evaluate else None
     )
     writers = _summary_writers(run_dir.path, chief)

@@ -70,3 +70,27 @@ def test_misaligned_files_are_one_line_errors(tmp_path):
     ref.write_text("one line\n")
     result = subprocess.run([sys.executable, "-m", "t2t_keras.bin.bleu", f"--translation={hyp}", f"--reference={ref}"], capture_output=True, text=True)
     assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == "error: --translation has 4 lines, --reference has 1; they must be aligned."
+
+
+def test_a_dev_set_too_small_to_choose_checkpoints_by_bleu_is_warned_about_once_it_is_seen(caplog):
+    """The interval is sacreBLEU's 95% bootstrap over sentences: it narrows as the set grows, and
+    the evaluator warns (one line) when it is wider than what checkpoint selection decides."""
+    import gzip
+    import logging
+    import random
+
+    from t2t_keras.evaluation.bleu import bleu_interval
+    from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+    from t2t_keras.training import evaluator
+
+    with gzip.open(os.path.join(MULTI30K_DIR, "val.de.gz"), "rt", encoding="utf-8") as handle:
+        references = [line.rstrip("\n") for line in handle]
+    rng = random.Random(0)  # a translation that drops a quarter of the words: BLEU about 52
+    hypotheses = [" ".join(word for word in reference.split() if rng.random() > 0.25) for reference in references]
+    widths = [bleu_interval(hypotheses[:n], references[:n]) for n in (100, 1014)]
+    assert widths[0] > 3 * widths[1] > 0 and widths[1] < evaluator.DEV_BLEU_INTERVAL_LIMIT < widths[0]
+    with caplog.at_level(logging.WARNING):
+        evaluator._warn_if_dev_too_small(hypotheses, references, "de")
+        evaluator._warn_if_dev_too_small(hypotheses[:100], references[:100], "de")
+    lines = [record.getMessage() for record in caplog.records if "bootstrap" in record.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("dev BLEU on these 100 sentences is only known to +-"), lines
