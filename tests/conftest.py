@@ -1,9 +1,7 @@
 """Shared fixtures and paths for the suite."""
 
 import os
-import random
 import signal
-import zlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Ctrl-C as from a terminal, for the suite and the commands it starts (the Ctrl-C tests): a
@@ -15,11 +13,12 @@ from t2t_keras.system import keep_freed_memory  # noqa: E402
 keep_freed_memory()  # as the CLIs do: the suite runs ~2x faster
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import t2t_keras  # noqa: E402,F401  (selects the TensorFlow backend first)
 import tensorflow as tf  # noqa: E402
+
+from tests.testing import seed_generators  # noqa: E402
 
 # Two logical CPU devices, so MirroredStrategy can run 2 replicas on this machine. Must
 # happen before TensorFlow initialises its devices, i.e. before any test runs an op.
@@ -35,13 +34,8 @@ keras.utils.set_random_seed(1234)
 
 @pytest.fixture(autouse=True)
 def _seeded(request):
-    """Each test draws the same random numbers whichever tests ran before it in its worker:
-    Keras initialisers without a seed take one from Python's random module, so a random
-    model was another model in each order (a bf16 search test failed once in a suite run, never
-    alone). Python's and NumPy's generators only (TensorFlow's would clear the kernel cache)."""
-    seed = zlib.crc32(request.node.nodeid.encode())
-    random.seed(seed)
-    np.random.seed(seed)
+    """Each test draws the same random numbers whichever tests ran before it in its worker."""
+    seed_generators(request.node.nodeid)
 
 
 @pytest.fixture(autouse=True)
@@ -73,9 +67,10 @@ def trained_output_dir(multi30k_data_dir, tmp_path_factory):
     from t2t_keras.training import trainer
 
     output_dir = tmp_path_factory.mktemp("trained")
+    seed_generators("trained_output_dir")  # the same model whichever test asks for it first
     settings = trainer.RunSettings(
         output_dir=str(output_dir), data_dir=multi30k_data_dir, train_steps=30, save_checkpoints_steps=30,
-        log_steps=30, evaluate=False,
+        log_steps=30, evaluate=False, seed=1,
     )
     trainer.train(
         registry.problem("translate_ende_multi30k"), registry.hparams("transformer_tiny", TRAINED_HPARAMS), settings,
