@@ -89,6 +89,7 @@ def load_trained_run(check_checkpoint: bool = True, ensemble=(), for_export: boo
 # empty (or their new parent directories).
 CREATED_DIRECTORY_FLAGS = ("output_dir", "data_dir", "avg_dir", "export_dir", "plot_dir")
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
+BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
 
 
 def run(main, define_flags, extra_help: str = "") -> None:
@@ -113,6 +114,7 @@ def run(main, define_flags, extra_help: str = "") -> None:
         try:
             with warnings.catch_warnings(record=quiet) as caught:
                 status = main(argv)
+                sys.stdout.flush()  # here, so that a reader gone away is found inside this handler
             if caught:
                 kinds = sorted({warning.category.__name__ for warning in caught})
                 print(f"({len(caught)} library warnings hidden: {', '.join(kinds)}; --verbosity=1 shows them)", file=sys.stderr)
@@ -120,6 +122,10 @@ def run(main, define_flags, extra_help: str = "") -> None:
         except UsageError as e:
             print(f"error: {e}", file=sys.stderr)
             status = 2
+            return status
+        except BrokenPipeError:  # the reader of stdout has gone (`| head -1`): quiet, as Unix tools end by SIGPIPE
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
+            status = BROKEN_PIPE_STATUS
             return status
         except OSError as e:  # the filesystem refused (no such directory, no permission): one line naming the path
             print(f"error: {e.filename}: {e.strerror}" if e.filename else f"error: {e}", file=sys.stderr)

@@ -103,3 +103,15 @@ def test_the_python_api_prints_no_tensorflow_cpu_feature_line():
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env)
     assert result.returncode == 0 and result.stdout == "2\n", result.stderr
     assert "cpu_feature_guard" not in result.stderr, result.stderr
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
+    """`t2t-keras-bleu ... | head -1`: the reader closes the pipe (here before the first line);
+    the command ends as Unix tools do (status 141, nothing on stderr), not with an error or a
+    traceback."""
+    hypotheses, references = tmp_path / "hyp.de", tmp_path / "ref.de"
+    hypotheses.write_text("Ein Hund rennt .\n")
+    references.write_text("Ein Hund läuft .\n")
+    command = f"{sys.executable} -m t2t_keras.bin.bleu --translation={hypotheses} --reference={references} | true; echo ${{PIPESTATUS[0]}}"
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+    assert result.stdout.strip() == "141" and result.stderr == "", result.stderr
