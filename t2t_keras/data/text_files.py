@@ -41,10 +41,7 @@ def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: boo
     option the path came from, for the errors about a missing or unreadable file.
     """
     named = f"{flag}={path}" if flag else path
-    if files.isdir(path):
-        raise UsageError(f"{named} is a directory; name a text file.")
-    if not files.isfile(path):
-        raise UsageError(f"{named}: no such file.")
+    _require_file(path, named)
     number = 0
     try:
         with _open(path) as handle:
@@ -67,14 +64,19 @@ def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: boo
                          f"{'gzip' if path.endswith('.gz') else 'text'} file.") from None
 
 
-def check_text_file(path: str, flag: str) -> None:
-    """A UsageError naming `flag` unless `path` is a readable text file (plain or .gz) with at
-    least one line: what can be known from its first bytes, before any pass over the data."""
-    named = f"{flag}={path}"
+def _require_file(path: str, named: str) -> None:
+    """A UsageError unless `path` is a file; `named` says which flag gave it."""
     if files.isdir(path):
         raise UsageError(f"{named} is a directory; name a text file.")
     if not files.isfile(path):
         raise UsageError(f"{named}: no such file.")
+
+
+def check_text_file(path: str, flag: str) -> None:
+    """A UsageError naming `flag` unless `path` is a readable text file (plain or .gz) with at
+    least one line: what can be known from its first bytes, before any pass over the data."""
+    named = f"{flag}={path}"
+    _require_file(path, named)
     try:
         with _open(path) as handle:
             first = handle.read(1)
@@ -104,10 +106,7 @@ def read_parallel(source_path: str, target_path: str, stats: TextStats, strict: 
 def count_lines(path: str, flag: str | None = None) -> int:
     """How many lines `read_lines` yields for `path` (a last line without a newline counts)."""
     named = f"{flag}={path}" if flag else path
-    if files.isdir(path):
-        raise UsageError(f"{named} is a directory; name a text file.")
-    if not files.isfile(path):
-        raise UsageError(f"{named}: no such file.")
+    _require_file(path, named)
     count, last = 0, b"\n"
     try:
         with _open(path) as handle:
