@@ -21,6 +21,8 @@ import time
 T0 = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from matmul_peak import matmul_gflop_s  # noqa: E402  (before the peers' folder joins sys.path: it has a matmul_peak.py too)
+from machine import cpu_model  # noqa: E402
 from peer_bench import import_shapes  # noqa: E402
 
 shapes = import_shapes()  # the peers' shapes, data and FLOP formula ($T2T_BENCH_DIR)
@@ -47,6 +49,7 @@ def main():
     parser.add_argument("--size", choices=list(shapes.SHAPES), default="tiny")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--xla", action="store_true")
+    parser.add_argument("--kernel_choices", default="", help="as the trainer's flag: '' measures each on this machine")
     args = parser.parse_args()
     shape = shapes.SHAPES[args.size]
 
@@ -54,6 +57,7 @@ def main():
     import tensorflow as tf
 
     from t2t_keras.models import Transformer
+    from t2t_keras.training import kernel_choices
     from t2t_keras.training.train_step import TrainStep, make_optimizer
 
     keras.utils.set_random_seed(shapes.SEED)
@@ -62,19 +66,20 @@ def main():
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
         model = Transformer.from_hparams(hparams, shape.vocab, dtype=hparams.mixed_precision)
+        kernels = kernel_choices.choose(model, hparams, kernel_choices.parse(args.kernel_choices))
         step = TrainStep(model, make_optimizer(hparams), hparams, strategy)
     batch = {"inputs": tf.constant(source), "targets": tf.constant(target)}
     iterator = iter(strategy.distribute_datasets_from_function(lambda context: tf.data.Dataset.from_tensors(batch).repeat()))
     times, first = shapes.time_steps(lambda: step.update(iterator)[0], sync=lambda loss: float(loss))
     peer = f"t2t_keras_{'xla' if args.xla else 'nojit'}" + ("_bf16" if args.precision == "bf16" else "")
-    from matmul_peak import matmul_gflop_s
-
     peak = matmul_gflop_s(args.precision)
     result = shapes.train_result(peer, shape, times, first, {
         "framework": f"tensorflow {tf.__version__}, keras {keras.__version__}",
         "precision": args.precision,
         "model_params": model.count_params(),
         "matmul_peak_gflop_s": round(peak, 1),
+        "cpu": cpu_model(),
+        "kernel_choices": kernels,
     })
     result["fraction_of_matmul_peak"] = round(result["achieved_gflop_s"] / peak, 3)
     shapes.emit(result, T0)

@@ -60,6 +60,11 @@ def define_flags() -> None:
     )
     flags.DEFINE_integer("seed", None, "Random seed for initialisation, dropout and the data order (reproducible across resumes).")
     flags.DEFINE_bool("start_over", False, "Delete the checkpoints already in --output_dir and start from step 0.")
+    flags.DEFINE_string(
+        "kernel_choices", "",
+        "Force kernel alternatives instead of timing them on this machine at start, e.g. loss_layout=columns "
+        "(the same values, another speed; the choice is recorded in run.json).",
+    )
     flags.DEFINE_bool("export_saved_model", False, "After training, export the last checkpoint for TF Serving (see t2t-keras-exporter).")
     flags.DEFINE_string("export_dir", None, "Where --export_saved_model writes <step>/ (default: OUTPUT_DIR/export).")
 
@@ -79,7 +84,9 @@ def main(argv) -> int:
 
     import keras  # TensorFlow loads here, once the flags are known to be good
 
-    from t2t_keras.training import distribution, trainer
+    from t2t_keras.training import distribution, kernel_choices, trainer
+
+    forced_kernels = kernel_choices.parse(FLAGS.kernel_choices)
 
     strategy = distribution.make_strategy(FLAGS.distribution_strategy)
     if FLAGS.seed is not None:
@@ -90,7 +97,7 @@ def main(argv) -> int:
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
         eval_sentences=FLAGS.eval_sentences, decode_hparams=FLAGS.decode_hparams, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
         early_stopping_patience=FLAGS.early_stopping_patience, warm_start_from=FLAGS.warm_start_from,
-        start_over=FLAGS.start_over,
+        start_over=FLAGS.start_over, kernel_choices=forced_kernels,
     )
     try:
         result = trainer.train(problem, hparams, settings, strategy)

@@ -6,6 +6,8 @@ in tests/kernels), with fewer or cheaper ops on a CPU, or with its gradient writ
     dropout.py        random_uint16, masked: a dropout mask from 16 random bits a unit
     softmax.py        log_normalizers_at: row logsumexp read from one softmax
     cross_entropy.py  smoothed_cross_entropy: label-smoothed cross-entropy from one softmax
+    output_loss.py    projected_cross_entropy: the output projection and its loss in one piece,
+                      in the layout timed fastest on the machine (training/kernel_choices.py)
     top_k.py          top_k_rows: tf.math.top_k by blocks, for vocabulary-sized rows
 
 The Keras layers that use them (layers/normalization.py, dense.py, dropout.py) stay thin.

@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from t2t_keras.kernels.matmul import transposed_copy
+from t2t_keras.kernels.output_loss import projected_cross_entropy
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -30,6 +31,7 @@ class SharedEmbedding(keras.layers.Layer):
         self.vocab_size = int(vocab_size)
         self.hidden_size = int(hidden_size)
         self.step_orientation = "nn"  # see choose_step_orientation
+        self.loss_layout = "rows"  # of token_losses; chosen per machine by training.kernel_choices
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -55,6 +57,15 @@ class SharedEmbedding(keras.layers.Layer):
         flat = tf.reshape(tf.cast(inputs, table.dtype), [-1, self.hidden_size])
         logits = tf.cast(_logits(flat, table) if training else tf.matmul(flat, table, transpose_b=True), tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
+
+    def token_losses(self, inputs, targets, label_smoothing: float):
+        """Label-smoothed cross-entropy [...] (float32) of `logits(inputs)` against target ids
+        [...], by the fused kernel of kernels/output_loss.py in `self.loss_layout`: the same
+        products and precision as `logits`, without handing [..., vocab] logits out."""
+        table = self._table()
+        flat = tf.reshape(tf.cast(inputs, table.dtype), [-1, self.hidden_size])
+        losses = projected_cross_entropy(flat, table, tf.reshape(targets, [-1]), label_smoothing, self.loss_layout)
+        return tf.reshape(losses, tf.shape(targets))
 
     def output_weights(self, vocabulary=None):
         """The output projection as `step_logits` multiplies by it, prepared once per search:

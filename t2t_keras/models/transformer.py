@@ -193,11 +193,24 @@ class Transformer(keras.Model):
 
     def decode(self, targets, encoded: Encoded, training=None):
         """Teacher-forced logits [B, T, V] (float32) for target ids [B, T]."""
+        return self._logits(self._decoder_states(targets, encoded, training), training)
+
+    def token_losses(self, features, label_smoothing: float, training=None):
+        """Label-smoothed cross-entropy [B, T] (float32) of each teacher-forced target token:
+        `smoothed_cross_entropy(targets, self(features))` without the logits leaving the output
+        layer, whose fused kernel multiplies in the layout chosen for this CPU
+        (SharedEmbedding.loss_layout). What a training step differentiates."""
+        targets = features["targets"]
+        states = self._decoder_states(targets, self.encode(features["inputs"], training=training), training)
+        return self.softmax_projection.token_losses(states, targets, label_smoothing)
+
+    def _decoder_states(self, targets, encoded: Encoded, training):
+        """The decoder stack's normalised outputs [B, T, d_model], the input of the softmax."""
         x, _ = self._embed_targets(shift_right(targets), 0, training=training)
         causal = masks.causal_mask(ops.shape(targets)[1])
         for block in self.decoder_blocks:
             x = block(x, encoded.outputs, self_attention_mask=causal, memory_mask=encoded.mask, training=training)
-        return self._logits(x, training)
+        return _end_of_stack(self.decoder_norm, x)
 
     def attention_weights(self, inputs, targets) -> dict:
         """Attention weights of a teacher-forced pass (the paper's Figures 3-5).
@@ -279,8 +292,8 @@ class Transformer(keras.Model):
             x = x + encodings
         return self.embedding_dropout(x, training=training), copied
 
-    def _logits(self, x, training=None):
-        return ops.cast(self.softmax_projection.logits(_end_of_stack(self.decoder_norm, x), training), "float32")
+    def _logits(self, states, training=None):
+        return ops.cast(self.softmax_projection.logits(states, training), "float32")
 
     def get_config(self):
         config = super().get_config()

@@ -12,9 +12,13 @@ def loss_sum_and_weight(targets, logits, label_smoothing: float, pad_id: int = P
     Kept apart so that a distributed or accumulated step can divide by the global number
     of target tokens instead of averaging per-replica means.
     """
+    return real_token_sum(targets, smoothed_cross_entropy(targets, logits, label_smoothing), pad_id)
+
+
+def real_token_sum(targets, token_losses, pad_id: int = PAD_ID):
+    """(sum of `token_losses` [B, T] over real target tokens, number of real tokens), float32."""
     weights = ops.cast(ops.not_equal(targets, pad_id), "float32")
-    losses = smoothed_cross_entropy(targets, logits, label_smoothing)
-    return ops.sum(losses * weights), ops.sum(weights)
+    return ops.sum(token_losses * weights), ops.sum(weights)
 
 
 def padded_cross_entropy(targets, logits, label_smoothing: float, pad_id: int = PAD_ID):

@@ -15,7 +15,7 @@ import tensorflow as tf
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training.adam import FusedAdam
-from t2t_keras.training.losses import loss_sum_and_weight
+from t2t_keras.training.losses import real_token_sum
 from t2t_keras.training.schedules import RsqrtWarmupSchedule
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -95,8 +95,8 @@ class TrainStep:
         What every update is made of, in replica context; `update` all-reduces it.
         """
         with tf.GradientTape() as tape:
-            logits = self.model(features, training=True)
-            loss_sum, _ = loss_sum_and_weight(features["targets"], logits, self.hparams.label_smoothing)
+            token_losses = self.model.token_losses(features, self.hparams.label_smoothing, training=True)
+            loss_sum, _ = real_token_sum(features["targets"], token_losses)
             loss = loss_sum / tf.maximum(divisor, 1.0)
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
                 loss = self.optimizer.scale_loss(loss)

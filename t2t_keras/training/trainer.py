@@ -34,6 +34,7 @@ from t2t_keras.decoding.shortlist import Shortlist, load_run_shortlist
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import MODEL, HParams
 from t2t_keras.models import factory
+from t2t_keras.training import kernel_choices
 from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep, make_optimizer, make_schedule
@@ -69,6 +70,9 @@ class RunSettings:
     warm_start_from: str | None = None
     seed: int | None = None  # also makes the data order reproducible, across resumes too
     start_over: bool = False
+    # Kernel alternatives forced by name ({"loss_layout": "columns"}); the others are timed at
+    # start on this machine (training/kernel_choices.py).
+    kernel_choices: dict = dataclasses.field(default_factory=dict)
 
 
 def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distribute.Strategy) -> dict:
@@ -92,6 +96,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     if latest and not holds_training_state(run_dir, latest):
         _refuse_weights_only(run_dir)
     start_step = checkpoint_step(latest) if latest else 0
+    kept_kernels = run_dir.run_info().get("kernel_choices") if latest and files.isfile(run_dir.run_path) else None
     # The parent run, resolved and checked once: its weights start a new run, and its shortlist
     # joins this one's (a resumed run has both already, unless its run dir predates shortlists).
     parent = None
@@ -133,6 +138,9 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         optimizer = make_optimizer(hparams, settings.train_steps)
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    kernels = kernel_choices.choose(model, hparams, settings.kernel_choices, kept_kernels)
+    if chief:
+        run_dir.write_run_info({**run_dir.run_info(), "kernel_choices": kernels})
     checkpoint_dir = run_dir.path if chief else tempfile.mkdtemp(prefix="t2t_keras_worker_ckpt_")
     manager = checkpoint_manager(checkpoint, checkpoint_dir, settings.keep_checkpoint_max)
     if latest:

@@ -20,7 +20,7 @@ from t2t_keras.errors import UsageError
 from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
 from t2t_keras.data.tokenizers import train_sentencepiece
 from t2t_keras.decoding.shortlist import Shortlist
-from t2t_keras.training import trainer
+from t2t_keras.training import kernel_choices, trainer
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
 from tests.testing import assert_one_line_error, run_side_by_side
@@ -52,6 +52,27 @@ def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path)
     assert os.listdir(tmp_path / "run" / "train") and os.listdir(tmp_path / "run" / "eval")  # TensorBoard events
     model, path = restore_model(run_dir)
     assert path.endswith("ckpt-4") and model.count_params() > 0
+
+
+def test_kernel_choices_are_measured_once_at_the_first_start_and_kept_by_a_resume(multi30k_data_dir, tmp_path, monkeypatch):
+    """A new run times each kernel alternative once and records the choice in run.json; a
+    resume keeps it without timing (so it ends as an uninterrupted run); --kernel_choices
+    forces one on a resume, recorded too."""
+    calls = []
+
+    def measure(name, model, hparams):
+        calls.append(name)
+        return {"rows": 2.0, "rows_copy": 3.0, "columns": 1.0}
+
+    monkeypatch.setattr(kernel_choices, "_measure", measure)
+    _train(tmp_path / "run", multi30k_data_dir, 2)
+    recorded = RunDir(tmp_path / "run").run_info()["kernel_choices"]
+    assert calls == ["loss_layout"] and recorded["loss_layout"] == "columns"
+    assert recorded["measured_ms"]["loss_layout"]["columns"] == 1.0
+    _train(tmp_path / "run", multi30k_data_dir, 4)
+    assert calls == ["loss_layout"] and RunDir(tmp_path / "run").run_info()["kernel_choices"] == recorded
+    _train(tmp_path / "run", multi30k_data_dir, 6, kernel_choices={"loss_layout": "rows"})
+    assert calls == ["loss_layout"] and RunDir(tmp_path / "run").run_info()["kernel_choices"]["loss_layout"] == "rows"
 
 
 def test_resume_refusals_and_start_over(multi30k_data_dir, tmp_path):
@@ -196,7 +217,7 @@ def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_
     and the step of the same run left alone (with --seed and no dropout the data order goes
     on where it stopped); every saved step is evaluated once; run.json's best record, best/'s
     record and its weights agree; nothing temporary is left."""
-    seeded = ["--seed=7", f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
+    seeded = ["--seed=7", "--kernel_choices=loss_layout=columns", f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
               f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=2", "--log_steps=1",
               "--eval_steps=2", "--eval_sentences=0", "--keep_best=loss"]
     output_dir = tmp_path / "run"

@@ -1,0 +1,123 @@
+"""The training loss of the output layer in one piece: decoder states and the projection table
+in, per-token label-smoothed cross-entropy out, its gradient written out, in a layout chosen
+by timing them on the machine that trains (`fastest_layout`).
+
+The output projection and its loss are most of a small model's step (the [tokens, vocab]
+products are three of its largest). Which orientation of those three products oneDNN runs
+fastest depends on the CPU: on the 2-core AVX2 EPYC (Zen 3) the vocabulary-major layout takes
+the output layer from ~450 to ~360 ms at the bench's tiny shape, where the AVX-512 EPYC
+preferred a transposed copy of the table's gradient (EXPERIMENTS.md, "Kernel choices").
+"""
+
+import time
+
+import tensorflow as tf
+
+from t2t_keras.kernels.matmul import transposed_copy
+from t2t_keras.kernels.softmax import log_normalizers_at
+
+# rows: logits [N, V] = states @ table^T, one softmax per row; dtable = dlogits^T @ states.
+# rows_copy: the same, dtable taken as a transposed copy of states^T @ dlogits.
+# columns: logits^T [V, N] = table @ states^T, the softmax down each column; dtable =
+#   dlogits^T @ states with no transposed operand, dstates a transposed copy of table^T @ dlogits^T.
+LAYOUTS = ("rows", "rows_copy", "columns")
+
+
+def projected_cross_entropy(states, table, targets, label_smoothing: float, layout: str = "rows"):
+    """Smoothed cross-entropy [N] (float32) of softmax(states @ table^T) against `targets`.
+
+    states [N, d] and table [V, d] in one float dtype, targets [N] int32. Equal to
+    `cross_entropy.smoothed_cross_entropy(targets, states @ table^T, label_smoothing)` in every
+    layout (tests/kernels/test_output_loss.py); the gradient flows to states and table.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"projected_cross_entropy: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}.")
+    return _LOSSES[layout](float(label_smoothing))(states, table, tf.cast(targets, tf.int32))
+
+
+def _weights(label_smoothing: float, vocab_size):
+    """(off, on): eps / (V - 1) on every token, and the true token's weight beyond it."""
+    off_value = label_smoothing / tf.cast(vocab_size - 1, tf.float32)
+    return off_value, 1.0 - label_smoothing - off_value
+
+
+def _rows(label_smoothing: float, copy_table_gradient: bool):
+    @tf.custom_gradient
+    def loss(states, table, targets):
+        logits = tf.cast(tf.matmul(states, table, transpose_b=True), tf.float32)
+        rows, vocab_size = tf.shape(logits)[0], tf.shape(logits)[1]
+        off_value, on_weight = _weights(label_smoothing, vocab_size)
+        log_normalizers, probs = log_normalizers_at(logits, tf.argmax(logits, axis=-1, output_type=tf.int32))
+        losses = log_normalizers - on_weight * tf.gather(logits, targets, batch_dims=1)
+        if label_smoothing:
+            losses -= off_value * tf.reduce_sum(logits, axis=-1)
+
+        def gradient(upstream):
+            target_cells = tf.stack([tf.range(rows), targets], axis=1)
+            dlogits = tf.tensor_scatter_nd_sub((probs - off_value) * upstream[:, None], target_cells, on_weight * upstream)
+            dlogits = tf.cast(dlogits, table.dtype)
+            dtable = (transposed_copy(tf.matmul(states, dlogits, transpose_a=True)) if copy_table_gradient
+                      else tf.matmul(dlogits, states, transpose_a=True))
+            return tf.matmul(dlogits, table), dtable, None
+
+        return losses, gradient
+
+    return loss
+
+
+def _columns(label_smoothing: float):
+    @tf.custom_gradient
+    def loss(states, table, targets):
+        logits = tf.cast(tf.matmul(table, states, transpose_b=True), tf.float32)  # [V, N]
+        vocab_size, rows = tf.shape(logits)[0], tf.shape(logits)[1]
+        off_value, on_weight = _weights(label_smoothing, vocab_size)
+        largest = tf.reduce_max(logits, axis=0)
+        exponentials = tf.exp(logits - largest)
+        sums = tf.reduce_sum(exponentials, axis=0)
+        probs = exponentials / sums
+        target_cells = tf.stack([targets, tf.range(rows)], axis=1)
+        losses = largest + tf.math.log(sums) - on_weight * tf.gather_nd(logits, target_cells)
+        if label_smoothing:
+            losses -= off_value * tf.reduce_sum(logits, axis=0)
+
+        def gradient(upstream):
+            dlogits = tf.tensor_scatter_nd_sub((probs - off_value) * upstream[None, :], target_cells, on_weight * upstream)
+            dlogits = tf.cast(dlogits, table.dtype)  # [V, N]
+            return transposed_copy(tf.matmul(table, dlogits, transpose_a=True)), tf.matmul(dlogits, states), None
+
+        return losses, gradient
+
+    return loss
+
+
+_LOSSES = {
+    "rows": lambda eps: _rows(eps, copy_table_gradient=False),
+    "rows_copy": lambda eps: _rows(eps, copy_table_gradient=True),
+    "columns": _columns,
+}
+
+
+def layout_timings(rows: int, hidden_size: int, vocab_size: int, dtype=tf.float32, rounds: int = 2) -> dict:
+    """Milliseconds of one forward + backward of each layout at [rows, hidden_size] x
+    [vocab_size, hidden_size] on this machine: the best of `rounds` timed runs after one that
+    traces and warms up. Random inputs; a few seconds at 1024 x 512 x 8192 on 2 cores."""
+    states = tf.random.stateless_normal([rows, hidden_size], seed=(1, 2), dtype=dtype)
+    table = tf.random.stateless_normal([vocab_size, hidden_size], seed=(3, 4), dtype=dtype) * hidden_size**-0.5
+    targets = tf.random.stateless_uniform([rows], seed=(5, 6), maxval=vocab_size, dtype=tf.int32)
+    timings = {}
+    for layout in LAYOUTS:
+        @tf.function(autograph=False)
+        def forward_backward(states, table, targets, layout=layout):
+            with tf.GradientTape() as tape:
+                tape.watch([states, table])
+                total = tf.reduce_sum(projected_cross_entropy(states, table, targets, 0.1, layout))
+            return tape.gradient(total, [states, table])
+
+        runs = []
+        for _ in range(rounds + 1):
+            started = time.perf_counter()
+            for gradient in forward_backward(states, table, targets):
+                gradient.numpy()
+            runs.append(time.perf_counter() - started)
+        timings[layout] = round(1e3 * min(runs[1:]), 2)
+    return timings

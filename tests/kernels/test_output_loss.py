@@ -1,0 +1,51 @@
+"""The fused output-layer loss: every layout is the cross-entropy of the logits it replaces."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
+from t2t_keras.kernels.output_loss import LAYOUTS, layout_timings, projected_cross_entropy
+
+
+def _loss_and_gradients(loss_of, states, table, weights):
+    with tf.GradientTape() as tape:
+        tape.watch([states, table])
+        total = tf.reduce_sum(loss_of(states, table) * weights)
+    return total, tape.gradient(total, [states, table])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype, tolerance", [(tf.float32, 1e-5), (tf.bfloat16, 2e-2)])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_each_layout_equals_the_cross_entropy_of_the_logits(layout, dtype, tolerance, label_smoothing):
+    """Per-token losses and the gradients for states and table as autodiff of
+    smoothed_cross_entropy(targets, states @ table^T) gives them, tokens weighted unequally."""
+    rng = np.random.default_rng(0)
+    states = tf.constant(rng.normal(size=(37, 16)), dtype)
+    table = tf.constant(rng.normal(size=(50, 16)) * 0.3, dtype)
+    targets = tf.constant(rng.integers(0, 50, 37), tf.int32)
+    weights = tf.constant(rng.uniform(size=37), tf.float32)
+
+    def reference(states, table):
+        logits = tf.cast(tf.matmul(states, table, transpose_b=True), tf.float32)
+        return smoothed_cross_entropy(targets, logits, label_smoothing)
+
+    expected, expected_gradients = _loss_and_gradients(reference, states, table, weights)
+    total, gradients = _loss_and_gradients(
+        lambda s, t: projected_cross_entropy(s, t, targets, label_smoothing, layout), states, table, weights)
+    np.testing.assert_allclose(float(total), float(expected), rtol=tolerance)
+    for got, want in zip(gradients, expected_gradients):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        scale = float(tf.reduce_max(tf.abs(tf.cast(want, tf.float32))))
+        np.testing.assert_allclose(tf.cast(got, tf.float32), tf.cast(want, tf.float32), atol=tolerance * scale, rtol=0)
+
+
+def test_an_unknown_layout_is_refused():
+    with pytest.raises(ValueError, match="layout must be one of rows, rows_copy, columns"):
+        projected_cross_entropy(tf.zeros([2, 4]), tf.zeros([5, 4]), tf.zeros([2], tf.int32), 0.1, "diagonal")
+
+
+def test_layout_timings_time_every_layout():
+    timings = layout_timings(rows=16, hidden_size=8, vocab_size=32, rounds=1)
+    assert set(timings) == set(LAYOUTS) and all(ms > 0 for ms in timings.values())
