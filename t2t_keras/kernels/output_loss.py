@@ -97,27 +97,37 @@ _LOSSES = {
 }
 
 
-def layout_timings(rows: int, hidden_size: int, vocab_size: int, dtype=tf.float32, rounds: int = 2) -> dict:
+def layout_timings(rows: int, hidden_size: int, vocab_size: int, dtype=tf.float32, rounds: int = 3) -> dict:
     """Milliseconds of one forward + backward of each layout at [rows, hidden_size] x
-    [vocab_size, hidden_size] on this machine: the best of `rounds` timed runs after one that
-    traces and warms up. Random inputs; a few seconds at 1024 x 512 x 8192 on 2 cores."""
+    [vocab_size, hidden_size] on this machine: the best of `rounds` timed runs each, after one
+    that traces and warms up; the layouts take turns in every round, so that the machine's
+    drift between seconds (over 10% on 2 shared cores) reaches each alike. Random inputs; a
+    few seconds at 1024 x 512 x 8192 on 2 cores."""
     states = tf.random.stateless_normal([rows, hidden_size], seed=(1, 2), dtype=dtype)
     table = tf.random.stateless_normal([vocab_size, hidden_size], seed=(3, 4), dtype=dtype) * hidden_size**-0.5
     targets = tf.random.stateless_uniform([rows], seed=(5, 6), maxval=vocab_size, dtype=tf.int32)
-    timings = {}
-    for layout in LAYOUTS:
+
+    def forward_backward_of(layout):
         @tf.function(autograph=False)
-        def forward_backward(states, table, targets, layout=layout):
+        def forward_backward(states, table, targets):
             with tf.GradientTape() as tape:
                 tape.watch([states, table])
                 total = tf.reduce_sum(projected_cross_entropy(states, table, targets, 0.1, layout))
             return tape.gradient(total, [states, table])
 
-        runs = []
-        for _ in range(rounds + 1):
-            started = time.perf_counter()
-            for gradient in forward_backward(states, table, targets):
-                gradient.numpy()
-            runs.append(time.perf_counter() - started)
-        timings[layout] = round(1e3 * min(runs[1:]), 2)
-    return timings
+        return forward_backward
+
+    def seconds(run):
+        started = time.perf_counter()
+        for gradient in run(states, table, targets):
+            gradient.numpy()
+        return time.perf_counter() - started
+
+    runs = {layout: forward_backward_of(layout) for layout in LAYOUTS}
+    for run in runs.values():
+        seconds(run)  # traces and warms up
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(rounds):
+        for layout, run in runs.items():
+            best[layout] = min(best[layout], seconds(run))
+    return {layout: round(1e3 * value, 2) for layout, value in best.items()}

@@ -34,6 +34,7 @@ from t2t_keras.decoding.shortlist import Shortlist, load_run_shortlist
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import MODEL, HParams
 from t2t_keras.models import factory
+from t2t_keras.system import bfloat16_units
 from t2t_keras.training import kernel_choices
 from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.evaluator import Evaluator
@@ -139,6 +140,9 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     kernels = kernel_choices.choose(model, hparams, settings.kernel_choices, kept_kernels)
+    if hparams.mixed_precision == "mixed_bfloat16" and bfloat16_units() is None:
+        logging.warning("mixed_bfloat16 on a machine without bfloat16 units (AVX512_BF16, AMX or a GPU): TensorFlow "
+                        "emulates its bfloat16 products here, no faster than float32.")
     if chief:
         run_dir.write_run_info({**run_dir.run_info(), "kernel_choices": kernels})
     checkpoint_dir = run_dir.path if chief else tempfile.mkdtemp(prefix="t2t_keras_worker_ckpt_")

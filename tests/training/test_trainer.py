@@ -75,6 +75,15 @@ def test_kernel_choices_are_measured_once_at_the_first_start_and_kept_by_a_resum
     assert calls == ["loss_layout"] and RunDir(tmp_path / "run").run_info()["kernel_choices"]["loss_layout"] == "rows"
 
 
+@pytest.mark.parametrize("units", [None, "AVX512_BF16"])
+def test_mixed_bfloat16_without_bfloat16_units_says_it_is_emulated(multi30k_data_dir, tmp_path, monkeypatch, caplog, units):
+    monkeypatch.setattr(trainer, "bfloat16_units", lambda: units)
+    caplog.set_level(logging.INFO)
+    _train(tmp_path / "run", multi30k_data_dir, 1, "mixed_precision=mixed_bfloat16", kernel_choices={"loss_layout": "rows"})
+    emulated = [r.getMessage() for r in caplog.records if "emulates its bfloat16 products" in r.getMessage()]
+    assert len(emulated) == (1 if units is None else 0), emulated
+
+
 def test_resume_refusals_and_start_over(multi30k_data_dir, tmp_path):
     _train(tmp_path / "run", multi30k_data_dir, 2)
     written = (tmp_path / "run" / "shortlist.npz").read_bytes()
