@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from t2t_keras.kernels.matmul import transposed_copy
-from t2t_keras.kernels.output_loss import projected_cross_entropy
+from t2t_keras.kernels.output_loss import logits_with_copied_table_gradient, projected_cross_entropy
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -46,7 +46,7 @@ class SharedEmbedding(keras.layers.Layer):
 
     def logits(self, inputs, training=None):
         """[..., d_model] -> float32 [..., vocab_size] with the transposed table; `training`:
-        with the hand-written gradient of `_logits` (else the plain product).
+        with the table's gradient through a transposed copy (kernels/output_loss.py; else the plain product).
 
         The product runs in the table's dtype: float32 under mixed precision, where a bfloat16
         [tokens, vocab] product only to be cast up for the softmax cost more than it saved
@@ -55,7 +55,7 @@ class SharedEmbedding(keras.layers.Layer):
         """
         table = self._table()
         flat = tf.reshape(tf.cast(inputs, table.dtype), [-1, self.hidden_size])
-        logits = tf.cast(_logits(flat, table) if training else tf.matmul(flat, table, transpose_b=True), tf.float32)
+        logits = tf.cast(logits_with_copied_table_gradient(flat, table) if training else tf.matmul(flat, table, transpose_b=True), tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
     def token_losses(self, inputs, targets, label_smoothing: float):
@@ -100,19 +100,6 @@ class SharedEmbedding(keras.layers.Layer):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size)
         return config
-
-
-@tf.custom_gradient
-def _logits(flat, table):
-    """flat [N, d] @ table^T [d, V] (transpose_b: no copy of the table at every call), with the
-    table's gradient taken as a transposed copy of flat^T @ dlogits: oneDNN computes
-    dlogits^T @ flat ([8192, 1024] x [1024, 512]) at ~375 GFLOP/s on a 2-core AVX-512 EPYC,
-    the product and the copy together at ~410."""
-
-    def gradient(upstream):
-        return tf.matmul(upstream, table), transposed_copy(tf.matmul(flat, upstream, transpose_a=True))
-
-    return tf.matmul(flat, table, transpose_b=True), gradient
 
 
 class _Orientation(NamedTuple):
