@@ -8,6 +8,11 @@
 #
 #   bash examples/fine_tuning_study.sh            # outputs in out/ft_study, a table at the end
 #   RECIPES="readme gentle" bash examples/fine_tuning_study.sh
+#   PARENT_SEES=none STUDY_DIR=out/ft_study_new bash examples/fine_tuning_study.sh
+#
+# PARENT_SEES=train (the default) leaves the domains' train pairs in the parent's data, so
+# fine-tuning only reweights what it saw; PARENT_SEES=none holds each domain out of the parent
+# entirely, the usual case of a user with new in-domain data.
 #
 # Rerunning reuses what is complete (each command resumes or skips).
 set -euo pipefail
@@ -16,17 +21,24 @@ BIN=${BIN:-.venv/bin}
 OUT=${STUDY_DIR:-out/ft_study}
 PARENT_STEPS=${PARENT_STEPS:-1200}
 RECIPES=${RECIPES:-"readme gentle mixed"}
+PARENT_SEES=${PARENT_SEES:-train}
 DOMAINS=${DOMAINS:-"dogs children"}
 DECODE="beam_size=4,alpha=1.4"
 mkdir -p "$OUT/text"
 
 # --- the corpora: held-out dev (150) and test (300) pairs of each domain, the rest ---
-"$BIN/python" - "$OUT/text" <<'EOF'
+"$BIN/python" - "$OUT/text" "$PARENT_SEES" <<'EOF'
 import gzip, os, random, re, sys
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 
-out = sys.argv[1]
-if os.path.exists(os.path.join(out, "done")):
+out, parent_sees = sys.argv[1:3]
+if parent_sees not in ("train", "none"):
+    sys.exit(f"error: PARENT_SEES={parent_sees!r}: give train or none")
+done = os.path.join(out, "done")
+if os.path.exists(done):
+    made_for = open(done).read().strip() or "train"
+    if made_for != parent_sees:
+        sys.exit(f"error: {out} was made with PARENT_SEES={made_for}; give another STUDY_DIR")
     sys.exit(0)
 def read(name):
     with gzip.open(os.path.join(MULTI30K_DIR, name), "rt", encoding="utf-8") as f:
@@ -39,7 +51,7 @@ for name, pattern in domains.items():
     members = [i for i, line in enumerate(en) if re.search(pattern, line, re.IGNORECASE) and i not in held]
     rng.shuffle(members)
     splits[name] = {"test": members[:300], "dev": members[300:450], "train": members[450:]}
-    held.update(members[:450])
+    held.update(members[:450] if parent_sees == "train" else members)
 def write(name, indices):
     for lang, lines in (("en", en), ("de", de)):
         with open(os.path.join(out, f"{name}.{lang}"), "w", encoding="utf-8") as f:
@@ -55,7 +67,8 @@ for lang in ("en", "de"):
     with open(os.path.join(out, f"val.{lang}"), "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in read(f"val.{lang}.gz"))
 print({name: {part: len(v) for part, v in parts.items()} for name, parts in splits.items()}, "parent", len(en) - len(held))
-open(os.path.join(out, "done"), "w").close()
+with open(done, "w") as f:
+    f.write(parent_sees + "\n")
 EOF
 T=$OUT/text
 
