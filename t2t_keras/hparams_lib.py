@@ -86,6 +86,12 @@ class HParams:
     weight_decay: float = _field(
         0.0, TRAINING, "decoupled weight decay (AdamW, as fairseq's --weight-decay): w -= lr * weight_decay * w each update"
     )
+    rdrop_alpha: float = _field(
+        0.0, TRAINING,
+        "not in the paper: R-Drop (Liang et al., 2021; fairseq's --rdrop-alpha): each batch goes through the model "
+        "twice with independent dropout and alpha x the symmetric KL divergence of the two predictions joins the "
+        "loss; twice the compute of an update",
+    )
     # --- optimizer and schedule (section 5.3) ---
     adam_beta1: float = _field(0.9, TRAINING, "Adam beta1")
     adam_beta2: float = _field(0.98, TRAINING, "Adam beta2")

@@ -4,7 +4,8 @@ The loss of an update is the label-smoothed cross-entropy summed over every real
 token of the update (all replicas, all accumulated batches) divided by their number, so
 2 replicas x B/2 sentences, 1 replica x B sentences and 2 accumulated batches of B/2 give
 the same gradients. Keras optimizers sum gradients across replicas, so each replica
-contributes its loss sum divided by the global count.
+contributes its loss sum divided by the global count. With `rdrop_alpha` (R-Drop), each
+batch is the batch twice, counted as such.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import tensorflow as tf
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training.adam import FusedAdam
-from t2t_keras.training.losses import real_token_sum
+from t2t_keras.training.losses import rdrop_token_losses, real_token_sum
 from t2t_keras.training.schedules import RsqrtWarmupSchedule
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -92,17 +93,29 @@ class TrainStep:
     def loss_sum_gradients(self, features, divisor):
         """(Gradients of (loss summed over this replica's real tokens) / divisor, that loss sum).
 
-        What every update is made of, in replica context; `update` all-reduces it.
+        What every update is made of, in replica context; `update` all-reduces it. `features`
+        as `_as_trained` made them.
         """
         with tf.GradientTape() as tape:
-            token_losses = self.model.token_losses(features, self.hparams.label_smoothing, training=True)
+            if self.hparams.rdrop_alpha:
+                logits = self.model(features, training=True)
+                token_losses = rdrop_token_losses(features["targets"], logits, self.hparams.label_smoothing, self.hparams.rdrop_alpha)
+            else:
+                token_losses = self.model.token_losses(features, self.hparams.label_smoothing, training=True)
             loss_sum, _ = real_token_sum(features["targets"], token_losses)
             loss = loss_sum / tf.maximum(divisor, 1.0)
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
                 loss = self.optimizer.scale_loss(loss)
         return tape.gradient(loss, self.variables), loss_sum
 
+    def _as_trained(self, features):
+        """The batch as the update sees it: for R-Drop, every sentence twice (rows b and b + B)."""
+        if not self.hparams.rdrop_alpha:
+            return features
+        return {name: tf.concat([value, value], axis=0) for name, value in features.items()}
+
     def _replica_update_fn(self, features):
+        features = self._as_trained(features)
         context = tf.distribute.get_replica_context()
         global_tokens = context.all_reduce(SUM, target_tokens(features))
         gradients, loss_sum = self.loss_sum_gradients(features, global_tokens)
@@ -110,6 +123,7 @@ class TrainStep:
         return context.all_reduce(SUM, loss_sum) / tf.maximum(global_tokens, 1.0), global_tokens
 
     def _replica_accumulate_fn(self, features):
+        features = self._as_trained(features)
         gradients, loss_sum = self.loss_sum_gradients(features, tf.constant(1.0))
         for total, gradient in zip(self.gradient_sums, gradients):
             total.assign_add(tf.convert_to_tensor(gradient))
