@@ -26,11 +26,9 @@ import os
 import statistics
 import time
 
-from machine import cpu_model  # benchmarks/machine.py: the script's own folder is on sys.path
-
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from t2t_keras.system import keep_freed_memory  # noqa: E402
+from t2t_keras.system import cpu_model, keep_freed_memory  # noqa: E402
 
 keep_freed_memory()  # as the CLIs do
 

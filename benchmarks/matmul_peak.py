@@ -48,7 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--precision", choices=[*DTYPES, "both"], default="both")
     args = parser.parse_args()
-    from machine import cpu_model
+    from t2t_keras.system import cpu_model
 
     import tensorflow as tf
 

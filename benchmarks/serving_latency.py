@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-from machine import cpu_model  # benchmarks/machine.py: the script's own folder is on sys.path
+from t2t_keras.system import cpu_model
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -22,12 +22,11 @@ T0 = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from matmul_peak import matmul_gflop_s  # noqa: E402  (before the peers' folder joins sys.path: it has a matmul_peak.py too)
-from machine import cpu_model  # noqa: E402
 from peer_bench import import_shapes  # noqa: E402
 
 shapes = import_shapes()  # the peers' shapes, data and FLOP formula ($T2T_BENCH_DIR)
 
-from t2t_keras.system import keep_freed_memory  # noqa: E402
+from t2t_keras.system import cpu_model, keep_freed_memory  # noqa: E402
 
 keep_freed_memory()  # as the CLIs do (see t2t_keras/system.py)
 

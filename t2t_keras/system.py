@@ -4,6 +4,7 @@ import ctypes
 import ctypes.util
 import dataclasses
 import os
+import platform
 
 from absl import logging
 
@@ -35,6 +36,25 @@ def cpu_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    """The CPU's model name with its family and model numbers (/proc/cpuinfo): the name alone
+    ("AMD EPYC") is the same for CPUs whose kernels differ; else what `platform` knows. What
+    run.json's training log and every benchmark line record."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if not line.strip():
+                    break  # the first processor's block is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    return f"{fields['model name']} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
 
 
 def decoding_parts(requested: int, most: int = 8) -> int:

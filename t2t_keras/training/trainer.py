@@ -34,7 +34,7 @@ from t2t_keras.decoding.shortlist import Shortlist, load_run_shortlist
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import MODEL, HParams
 from t2t_keras.models import factory
-from t2t_keras.system import bfloat16_units
+from t2t_keras.system import bfloat16_units, cpu_model
 from t2t_keras.training import kernel_choices
 from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.evaluator import Evaluator
@@ -178,7 +178,8 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     try:
         if latest and evaluator is not None:
             recorder.evaluate(start_step)  # it may have been saved but not evaluated before a kill
-        return _loop(train_step, iter(dataset), manager, recorder, writers, settings, start_step, run_dir)
+        log = _TrainingLog(run_dir if chief else None, start_step, strategy.num_replicas_in_sync)
+        return _loop(train_step, iter(dataset), manager, recorder, writers, settings, start_step, run_dir, log)
     finally:
         if not chief:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
@@ -382,7 +383,7 @@ class _EvaluationRecorder:
         return metrics
 
 
-def _loop(train_step, iterator, manager, recorder, writers, settings, start_step, run_dir) -> dict:
+def _loop(train_step, iterator, manager, recorder, writers, settings, start_step, run_dir, log) -> dict:
     optimizer = train_step.optimizer
     step, last_saved, loss = start_step, manager.latest_checkpoint, float("nan")
     window = _Window(start_step)
@@ -409,6 +410,7 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
                 f"{last_saved or 'none'}. Lower learning_rate, raise learning_rate_warmup_steps, or train in float32."
             )
         window.add(loss, float(tokens))
+        log.tokens += float(tokens)
         if step % settings.log_steps == 0 or step == settings.train_steps:
             learning_rate = float(optimizer.learning_rate)
             stats = window.flush(step)
@@ -424,6 +426,7 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
         if step % settings.save_checkpoints_steps == 0 or step == settings.train_steps:
             last_saved = manager.save(checkpoint_number=step)
             logging.info("Saved %s.", last_saved)
+            log.record(step)
             if recorder.evaluator is not None:
                 eval_metrics = recorder.evaluate(step)
     if recorder.stopped:
@@ -436,6 +439,36 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
     if recorder.stopped:
         result["early_stopped"] = recorder.stopped
     return result
+
+
+class _TrainingLog:
+    """This invocation's part of the run in run.json's "training" list, rewritten at every
+    checkpoint: steps (from, to), wall seconds since the invocation began training, target tokens
+    (R-Drop's counted twice: they were computed twice), replicas and the CPU. A run resumed on
+    other machines thereby states its compute (steps x tokens) and where its time went; what a
+    kill loses after the last checkpoint is neither kept nor recorded."""
+
+    def __init__(self, run_dir, start_step: int, replicas: int):
+        self.run_dir = run_dir  # None but on the chief
+        self.entry = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from_step": start_step,
+                      "replicas": replicas, "cpu": cpu_model()}
+        self.started = time.perf_counter()
+        self.tokens = 0.0
+        self.index = None  # of this invocation's entry, once written
+
+    def record(self, step: int) -> None:
+        if self.run_dir is None:
+            return
+        info = self.run_dir.run_info()
+        entries = info.get("training", [])
+        entry = {**self.entry, "to_step": step, "seconds": round(time.perf_counter() - self.started, 1),
+                 "target_tokens": int(self.tokens)}
+        if self.index is None:
+            self.index = len(entries)
+            entries.append(entry)
+        else:
+            entries[self.index] = entry
+        self.run_dir.write_run_info({**info, "training": entries})
 
 
 class _Window:

@@ -15,7 +15,7 @@ import pytest
 from absl import logging as absl_logging
 import tensorflow as tf
 
-from t2t_keras import registry
+from t2t_keras import registry, system
 from t2t_keras.errors import UsageError
 from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
 from t2t_keras.data.tokenizers import train_sentencepiece
@@ -54,10 +54,11 @@ def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path)
     assert path.endswith("ckpt-4") and model.count_params() > 0
 
 
-def test_kernel_choices_are_measured_once_at_the_first_start_and_kept_by_a_resume(multi30k_data_dir, tmp_path, monkeypatch):
+def test_a_resume_keeps_the_kernel_choices_and_adds_its_part_to_the_training_log(multi30k_data_dir, tmp_path, monkeypatch):
     """A new run times each kernel alternative once and records the choice in run.json; a
     resume keeps it without timing (so it ends as an uninterrupted run would); forced over
-    kept is tests/training/test_kernel_choices.py's."""
+    kept is tests/training/test_kernel_choices.py's. Each start's steps, tokens, seconds and
+    CPU go to run.json's training log."""
     calls = []
 
     def measure(name, model, hparams):
@@ -70,7 +71,11 @@ def test_kernel_choices_are_measured_once_at_the_first_start_and_kept_by_a_resum
     assert calls == ["loss_layout"] and recorded["loss_layout"] == "columns"
     assert recorded["measured_ms"]["loss_layout"]["columns"] == 1.0
     _train(tmp_path / "run", multi30k_data_dir, 4)
-    assert calls == ["loss_layout"] and RunDir(tmp_path / "run").run_info()["kernel_choices"] == recorded
+    info = RunDir(tmp_path / "run").run_info()
+    assert calls == ["loss_layout"] and info["kernel_choices"] == recorded
+    assert [(e["from_step"], e["to_step"]) for e in info["training"]] == [(0, 2), (2, 4)]
+    assert all(e["target_tokens"] > 0 and e["seconds"] > 0 and e["replicas"] == 1 for e in info["training"])
+    assert {e["cpu"] for e in info["training"]} == {system.cpu_model()}
 
 
 def test_mixed_bfloat16_without_bfloat16_units_says_it_is_emulated(multi30k_data_dir, tmp_path, monkeypatch, caplog):
