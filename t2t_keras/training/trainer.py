@@ -410,7 +410,7 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
                 f"{last_saved or 'none'}. Lower learning_rate, raise learning_rate_warmup_steps, or train in float32."
             )
         window.add(loss, float(tokens))
-        log.tokens += float(tokens)
+        log.add(float(tokens))
         if step % settings.log_steps == 0 or step == settings.train_steps:
             learning_rate = float(optimizer.learning_rate)
             stats = window.flush(step)
@@ -444,7 +444,7 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
 class _TrainingLog:
     """This invocation's part of the run in run.json's "training" list, rewritten at every
     checkpoint: steps (from, to), wall seconds since the invocation began training, target tokens
-    (R-Drop's counted twice: they were computed twice), replicas and the CPU. A run resumed on
+    (R-Drop's counted twice: they were computed twice), replicas and the chief's CPU. A run resumed on
     other machines thereby states its compute (steps x tokens) and where its time went; what a
     kill loses after the last checkpoint is neither kept nor recorded."""
 
@@ -455,6 +455,9 @@ class _TrainingLog:
         self.started = time.perf_counter()
         self.tokens = 0.0
         self.index = None  # of this invocation's entry, once written
+
+    def add(self, tokens: float) -> None:
+        self.tokens += tokens
 
     def record(self, step: int) -> None:
         if self.run_dir is None:
