@@ -394,8 +394,8 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
     first_started = time.time()
     while step < settings.train_steps and not recorder.stopped:
         try:
-            loss_tensor, tokens = train_step.update(iterator)
-            loss = float(loss_tensor)
+            loss_tensor, tokens_tensor = train_step.update(iterator)
+            loss, tokens = float(loss_tensor), float(tokens_tensor)
         except tf.errors.DataLossError as e:
             raise UsageError(
                 f"corrupt TFRecord data in --data_dir={settings.data_dir} ({e.message.splitlines()[0]}); "
@@ -409,8 +409,8 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
                 f"the loss became {loss} at step {step}; stopped without saving. The last good checkpoint is "
                 f"{last_saved or 'none'}. Lower learning_rate, raise learning_rate_warmup_steps, or train in float32."
             )
-        window.add(loss, float(tokens))
-        log.add(float(tokens))
+        window.add(loss, tokens)
+        log.add(tokens)
         if step % settings.log_steps == 0 or step == settings.train_steps:
             learning_rate = float(optimizer.learning_rate)
             stats = window.flush(step)
