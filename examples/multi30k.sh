@@ -35,11 +35,39 @@ mkdir -p "$OUT"
 : > "$OUT/commands.sh"
 
 step() { printf '\n=== %s\n' "$*"; }
+# A member's training as its run.json states it, over every trainer start (a run resumed in
+# another session or on another CPU included): $TRAIN.seconds (wall seconds) and $TRAIN.training
+# (one line: steps, target tokens, seconds, CPUs). $2: this invocation's seconds, the fallback for
+# a run dir without the log.
+training_record() {
+  "$BIN/python" - "$1" "$2" <<'PY'
+import json, os, sys
+run_dir, fallback = sys.argv[1], int(sys.argv[2])
+with open(run_dir + "/run.json") as handle:
+    parts = json.load(handle).get("training", [])
+if parts:
+    seconds = round(sum(part["seconds"] for part in parts))
+    cpus = sorted({part["cpu"] for part in parts})
+    line = (f"steps {parts[0]['from_step']}-{parts[-1]['to_step']}, "
+            f"{sum(part['target_tokens'] for part in parts) / 1e6:.1f}M target tokens, {seconds} s in "
+            f"{len(parts)} start{'s' if len(parts) > 1 else ''} on {' + '.join(cpus)}")
+elif os.path.exists(run_dir + ".seconds") and fallback <= 60:
+    sys.exit()  # a rerun that found the training done: keep what the training itself recorded
+else:
+    seconds, line = fallback, f"{fallback} s (this invocation; run.json has no training log)"
+for suffix, text in ((".seconds", str(seconds)), (".training", line)):
+    with open(run_dir + suffix + ".tmp", "w") as handle:
+        handle.write(text + "\n")
+    os.replace(run_dir + suffix + ".tmp", run_dir + suffix)
+PY
+}
 run() { echo "$*" >> "$OUT/commands.sh"; "$@"; }  # run a command and record its line
+latest_checkpoint() { sed -n 's/^model_checkpoint_path: "\(.*\)"$/\1/p' "$1/checkpoint"; }  # an average is named after its newest step
 
 step "datagen: SentencePiece vocabulary and TFRecord shards of $PROBLEM"
 run "$BIN/t2t-keras-datagen" --problem=$PROBLEM --data_dir="$DATA" --noprogress
 
+averaged_now=0  # 1 once a member's average is (re)made: the val decode is then redone
 for member in $members; do
   TRAIN=$(train_dir "$member")
   seed=()
@@ -50,12 +78,15 @@ for member in $members; do
       --data_dir="$DATA" --output_dir="$TRAIN" --train_steps="$STEPS" --save_checkpoints_steps="$SAVE_STEPS" \
       --keep_checkpoint_max=$(( AVERAGE > 5 ? AVERAGE : 5 )) --log_steps=100 --eval_sentences="$EVAL_SENTENCES"
   train_seconds=$(( $(date +%s) - train_started ))
-  if [ ! -f "$TRAIN.seconds" ] || [ "$train_seconds" -gt 60 ]; then echo "$train_seconds" > "$TRAIN.seconds"; fi
+  training_record "$TRAIN" "$train_seconds"
 
   if [ "$AVERAGE" -gt 1 ]; then step "average the last $AVERAGE checkpoints"; else step "the last checkpoint as the model"; fi
-  if [ ! -f "${TRAIN}_avg/checkpoint" ]; then
+  if [ -f "${TRAIN}_avg/checkpoint" ] && [ "$(latest_checkpoint "${TRAIN}_avg")" = "$(latest_checkpoint "$TRAIN")" ]; then
+    echo "reusing ${TRAIN}_avg"
+  else
     run "$BIN/t2t-keras-avg-checkpoints" --output_dir="$TRAIN" --num_last_checkpoints="$AVERAGE" --avg_dir="${TRAIN}_avg"
-  else echo "reusing ${TRAIN}_avg"; fi
+    averaged_now=1
+  fi
 done
 total=0
 for member in $members; do total=$(( total + $(cat "$(train_dir "$member").seconds") )); done
@@ -69,10 +100,11 @@ step "decode the Multi30k val set (1014 sentences${DECODE_HPARAMS:+, $DECODE_HPA
 for language in en de; do  # the shipped val set, as plain text
   gzip -dc "problems/data/multi30k/val.$language.gz" > "$OUT/val.$language.tmp" && mv "$OUT/val.$language.tmp" "$OUT/val.$language"
 done
-if [ ! -f "$HYP" ]; then
-  run "$BIN/t2t-keras-decoder" --output_dir="$AVG" "${ensemble[@]}" --decode_from_file="$OUT/val.en" \
-      --decode_hparams="$DECODE_HPARAMS" --decode_to_file="$HYP" --noprogress
-else echo "reusing $HYP"; fi
+restart=()
+[ "$averaged_now" -eq 0 ] || restart=(--start_over)  # new weights: the earlier decode is of others
+# The decoder resumes a killed decode, says a complete one has nothing to do, and refuses one of other settings.
+run "$BIN/t2t-keras-decoder" --output_dir="$AVG" "${ensemble[@]}" --decode_from_file="$OUT/val.en" \
+    --decode_hparams="$DECODE_HPARAMS" --decode_to_file="$HYP" --noprogress "${restart[@]}"
 
 step "BLEU: sacreBLEU, detokenised, cased and lowercased"
 bleu_line=$(run "$BIN/t2t-keras-bleu" --translation="$HYP" --reference="$OUT/val.de")
@@ -84,7 +116,7 @@ echo "$bleu_line" | sed -nE 's/^BLEU = ([0-9.]+).*/\1/p' > "$OUT/val_bleu"  # th
 step "summary"
 echo "val BLEU (sacreBLEU, cased, detokenised): $(cat "$OUT/val_bleu")"
 for member in $members; do
-  echo "training: $STEPS steps of $HPARAMS_SET in $(cat "$(train_dir "$member").seconds") s ($(train_dir "$member"))"
+  echo "training of $(train_dir "$member") ($HPARAMS_SET, $STEPS steps): $(cat "$(train_dir "$member").training")"
 done
 echo "this run: $(( $(date +%s) - started )) s"
 echo "model: $AVG${ensemble[*]:+ with ${ensemble[*]}} (TensorBoard: $BIN/tensorboard --logdir=$(train_dir 1))"
