@@ -51,8 +51,10 @@ if parts:
     line = (f"steps {parts[0]['from_step']}-{parts[-1]['to_step']}, "
             f"{sum(part['target_tokens'] for part in parts) / 1e6:.1f}M target tokens, {seconds} s in "
             f"{len(parts)} start{'s' if len(parts) > 1 else ''} on {' + '.join(cpus)}")
-elif os.path.exists(run_dir + ".seconds") and fallback <= 60:
-    sys.exit()  # a rerun that found the training done: keep what the training itself recorded
+elif os.path.exists(run_dir + ".seconds") and fallback <= 60:  # a rerun that found the training done
+    with open(run_dir + ".seconds") as handle:
+        seconds = int(handle.read())
+    line = f"{seconds} s (an earlier invocation's; run.json has no training log)"
 else:
     seconds, line = fallback, f"{fallback} s (this invocation; run.json has no training log)"
 for suffix, text in ((".seconds", str(seconds)), (".training", line)):
