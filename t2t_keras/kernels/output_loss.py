@@ -86,6 +86,54 @@ def _columns(label_smoothing: float):
     return loss
 
 
+
+def projected_rdrop_loss(states, table, targets, label_smoothing: float, alpha: float):
+    """R-Drop's per-token loss [2N] (float32) of softmax(states @ table^T), where rows n and
+    n + N are one token under two dropout masks: row n's smoothed cross-entropy plus alpha / 2 *
+    KL(p_n || p_{n+N}), and row n + N's against row n (fairseq's R-Drop criterion; Liang et al.,
+    2021). states [2N, d] and table [V, d] in one float dtype, targets [2N] int32.
+
+    The logits stay inside and the gradient is written out (rows layout): autodiff of the
+    log-softmax, the divergence and the cross-entropy took several more passes over the
+    [2N, V] logits, which made an R-Drop update ~2.9x a plain one where its doubled batch
+    alone is 2x (EXPERIMENTS.md, "Past 41.5"). Equal to the formula by autodiff in
+    tests/kernels/test_output_loss.py.
+    """
+    return _rdrop_loss(float(label_smoothing), float(alpha))(states, table, tf.cast(targets, tf.int32))
+
+
+def _rdrop_loss(label_smoothing: float, alpha: float):
+    @tf.custom_gradient
+    def loss(states, table, targets):
+        logits = tf.cast(tf.matmul(states, table, transpose_b=True), tf.float32)  # [2N, V]
+        rows, vocab_size = tf.shape(logits)[0], tf.shape(logits)[1]
+        off_value = label_smoothing / tf.cast(vocab_size - 1, tf.float32)  # as smoothed_cross_entropy
+        on_weight = 1.0 - label_smoothing - off_value
+        log_probs = tf.nn.log_softmax(logits)
+        probs = tf.exp(log_probs)
+        log_ratios = log_probs - tf.roll(log_probs, rows // 2, axis=0)  # log p_n - log p_twin
+        divergences = tf.reduce_sum(probs * log_ratios, axis=-1)
+        target_cells = tf.stack([tf.range(rows), targets], axis=1)
+        losses = -on_weight * tf.gather_nd(log_probs, target_cells) + 0.5 * alpha * divergences
+        if label_smoothing:
+            losses -= off_value * tf.reduce_sum(log_probs, axis=-1)
+
+        def gradient(upstream):
+            # d/dz_n of u_n * (CE_n + a/2 KL(p_n || p_twin)) + u_twin * a/2 KL(p_twin || p_n):
+            # u_n (p_n - smoothed_n) + a/2 [u_n p_n (log_ratio_n - KL_n) + u_twin (p_n - p_twin)]
+            own = upstream[:, None]
+            twin = tf.roll(upstream, rows // 2, axis=0)[:, None]
+            half_alpha = 0.5 * alpha
+            dlogits = probs * (own * (1.0 + half_alpha * (log_ratios - divergences[:, None])) + half_alpha * twin)
+            dlogits -= half_alpha * twin * tf.roll(probs, rows // 2, axis=0) + off_value * own
+            dlogits = tf.tensor_scatter_nd_sub(dlogits, target_cells, on_weight * upstream)
+            dlogits = tf.cast(dlogits, table.dtype)
+            return tf.matmul(dlogits, table), tf.matmul(dlogits, states, transpose_a=True), None
+
+        return losses, gradient
+
+    return loss
+
 _LOSSES = {
     "rows": lambda eps: _rows(eps, lambda states, table: tf.matmul(states, table, transpose_b=True)),
     "rows_copy": lambda eps: _rows(eps, logits_with_copied_table_gradient),

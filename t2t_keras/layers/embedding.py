@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from t2t_keras.kernels.matmul import transposed_copy
-from t2t_keras.kernels.output_loss import logits_with_copied_table_gradient, projected_cross_entropy
+from t2t_keras.kernels.output_loss import logits_with_copied_table_gradient, projected_cross_entropy, projected_rdrop_loss
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -58,13 +58,19 @@ class SharedEmbedding(keras.layers.Layer):
         logits = tf.cast(logits_with_copied_table_gradient(flat, table) if training else tf.matmul(flat, table, transpose_b=True), tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
-    def token_losses(self, inputs, targets, label_smoothing: float):
+    def token_losses(self, inputs, targets, label_smoothing: float, rdrop_alpha: float = 0.0):
         """Label-smoothed cross-entropy [...] (float32) of `logits(inputs)` against target ids
         [...], by the fused kernel of kernels/output_loss.py in `self.loss_layout`: the same
-        products and precision as `logits`, without handing [..., vocab] logits out."""
+        products and precision as `logits`, without handing [..., vocab] logits out. With
+        `rdrop_alpha`, the leading axis holds every sentence twice (rows b and b + B) and each
+        token's loss adds alpha / 2 times its divergence from its twin (`projected_rdrop_loss`)."""
         table = self._table()
         flat = tf.reshape(tf.cast(inputs, table.dtype), [-1, self.hidden_size])
-        losses = projected_cross_entropy(flat, table, tf.reshape(targets, [-1]), label_smoothing, self.loss_layout)
+        flat_targets = tf.reshape(targets, [-1])
+        if rdrop_alpha:
+            losses = projected_rdrop_loss(flat, table, flat_targets, label_smoothing, rdrop_alpha)
+        else:
+            losses = projected_cross_entropy(flat, table, flat_targets, label_smoothing, self.loss_layout)
         return tf.reshape(losses, tf.shape(targets))
 
     def output_weights(self, vocabulary=None):

@@ -195,14 +195,16 @@ class Transformer(keras.Model):
         """Teacher-forced logits [B, T, V] (float32) for target ids [B, T]."""
         return self._logits(self._decoder_states(targets, encoded, training), training)
 
-    def token_losses(self, features, label_smoothing: float, training=None):
+    def token_losses(self, features, label_smoothing: float, training=None, rdrop_alpha: float = 0.0):
         """Label-smoothed cross-entropy [B, T] (float32) of each teacher-forced target token:
         `smoothed_cross_entropy(targets, self(features))` without the logits leaving the output
         layer, whose fused kernel multiplies in the layout chosen for this CPU
-        (SharedEmbedding.loss_layout). What a training step differentiates."""
+        (SharedEmbedding.loss_layout). What a training step differentiates. With `rdrop_alpha`
+        (R-Drop), `features` hold every sentence twice (rows b and b + B, run under independent
+        dropout) and each token adds alpha / 2 times its divergence from its twin."""
         targets = features["targets"]
         states = self._decoder_states(targets, self.encode(features["inputs"], training=training), training)
-        return self.softmax_projection.token_losses(states, targets, label_smoothing)
+        return self.softmax_projection.token_losses(states, targets, label_smoothing, rdrop_alpha)
 
     def _decoder_states(self, targets, encoded: Encoded, training):
         """The decoder stack's normalised outputs [B, T, d_model], the input of the softmax."""

@@ -16,7 +16,7 @@ import tensorflow as tf
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training.adam import FusedAdam
-from t2t_keras.training.losses import rdrop_token_losses, real_token_sum
+from t2t_keras.training.losses import real_token_sum
 from t2t_keras.training.schedules import RsqrtWarmupSchedule
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -97,11 +97,9 @@ class TrainStep:
         as `_as_trained` made them.
         """
         with tf.GradientTape() as tape:
-            if self.hparams.rdrop_alpha:
-                logits = self.model(features, training=True)
-                token_losses = rdrop_token_losses(features["targets"], logits, self.hparams.label_smoothing, self.hparams.rdrop_alpha)
-            else:
-                token_losses = self.model.token_losses(features, self.hparams.label_smoothing, training=True)
+            token_losses = self.model.token_losses(
+                features, self.hparams.label_smoothing, training=True, rdrop_alpha=self.hparams.rdrop_alpha
+            )
             loss_sum, _ = real_token_sum(features["targets"], token_losses)
             loss = loss_sum / tf.maximum(divisor, 1.0)
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):

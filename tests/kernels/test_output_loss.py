@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
-from t2t_keras.kernels.output_loss import LAYOUTS, layout_timings, projected_cross_entropy
+from t2t_keras.kernels.output_loss import LAYOUTS, layout_timings, projected_cross_entropy, projected_rdrop_loss
 
 
 def _loss_and_gradients(loss_of, states, table, weights):
@@ -34,6 +34,38 @@ def test_each_layout_equals_the_cross_entropy_of_the_logits(layout, dtype, toler
     expected, expected_gradients = _loss_and_gradients(reference, states, table, weights)
     total, gradients = _loss_and_gradients(
         lambda s, t: projected_cross_entropy(s, t, targets, label_smoothing, layout), states, table, weights)
+    np.testing.assert_allclose(float(total), float(expected), rtol=tolerance)
+    for got, want in zip(gradients, expected_gradients):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        scale = float(tf.reduce_max(tf.abs(tf.cast(want, tf.float32))))
+        np.testing.assert_allclose(tf.cast(got, tf.float32), tf.cast(want, tf.float32), atol=tolerance * scale, rtol=0)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(tf.float32, 1e-5), (tf.bfloat16, 2e-2)])
+@pytest.mark.parametrize("label_smoothing, alpha", [(0.0, 0.7), (0.1, 5.0)])
+def test_rdrop_loss_equals_the_formula_by_autodiff(dtype, tolerance, label_smoothing, alpha):
+    """Rows n and n + N are one token twice: each row's loss is its smoothed cross-entropy plus
+    alpha / 2 * KL(p_row || p_twin), and the written-out gradient is autodiff's of that formula,
+    with every token weighted differently (a row and its twin too, as the gradient crosses)."""
+    rng = np.random.default_rng(1)
+    states = tf.constant(rng.normal(size=(2 * 19, 16)), dtype)
+    table = tf.constant(rng.normal(size=(50, 16)) * 0.3, dtype)
+    targets = tf.constant(np.tile(rng.integers(0, 50, 19), 2), tf.int32)
+    weights = tf.constant(rng.uniform(size=2 * 19), tf.float32)
+
+    def formula(states, table):
+        logits = tf.cast(tf.matmul(states, table, transpose_b=True), tf.float32)
+        log_probs = tf.nn.log_softmax(logits)
+        twin = tf.concat([log_probs[19:], log_probs[:19]], axis=0)
+        divergence = tf.reduce_sum(tf.exp(log_probs) * (log_probs - twin), axis=-1)
+        return smoothed_cross_entropy(targets, logits, label_smoothing) + alpha / 2 * divergence
+
+    losses = projected_rdrop_loss(states, table, targets, label_smoothing, alpha)
+    plain = projected_cross_entropy(states, table, targets, label_smoothing)
+    assert losses.shape == [2 * 19] and bool(tf.reduce_all(losses > plain))  # the divergences are positive
+    expected, expected_gradients = _loss_and_gradients(formula, states, table, weights)
+    total, gradients = _loss_and_gradients(
+        lambda s, t: projected_rdrop_loss(s, t, targets, label_smoothing, alpha), states, table, weights)
     np.testing.assert_allclose(float(total), float(expected), rtol=tolerance)
     for got, want in zip(gradients, expected_gradients):
         assert got.dtype == want.dtype and got.shape == want.shape

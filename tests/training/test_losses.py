@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
-from t2t_keras.training.losses import loss_sum_and_weight, padded_cross_entropy, rdrop_token_losses
+from t2t_keras.training.losses import loss_sum_and_weight, padded_cross_entropy
 
 V = 6
 LOGITS = np.random.default_rng(0).normal(size=(2, 4, V)).astype("float32")
@@ -93,18 +93,3 @@ def test_gradient_is_softmax_minus_smoothed_targets(eps, vocab, scale):
     real = targets != 0
     expected = -(smoothed * log_probs).sum(-1)[real].mean()
     np.testing.assert_allclose(float(loss), expected, rtol=2e-6)
-
-
-def test_rdrop_token_losses_add_half_alpha_times_each_rows_divergence_from_its_twin():
-    """Rows b and b + B are one sentence twice: each row's loss is its smoothed cross-entropy
-    plus alpha / 2 * KL(p_row || p_twin)."""
-    logits = np.random.default_rng(1).normal(size=(4, 4, V)).astype("float32")
-    targets = np.concatenate([TARGETS, TARGETS])
-    eps, alpha = 0.1, 0.7
-    got = rdrop_token_losses(targets, logits, eps, alpha).numpy()
-    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    twin = np.concatenate([log_probs[2:], log_probs[:2]])
-    divergence = (np.exp(log_probs) * (log_probs - twin)).sum(-1)
-    expected = smoothed_cross_entropy(targets, logits, eps).numpy() + alpha / 2 * divergence
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    assert (divergence > 0).all()
