@@ -86,7 +86,6 @@ def _columns(label_smoothing: float):
     return loss
 
 
-
 def projected_rdrop_loss(states, table, targets, label_smoothing: float, alpha: float):
     """R-Drop's per-token loss [2N] (float32) of softmax(states @ table^T), where rows n and
     n + N are one token under two dropout masks: row n's smoothed cross-entropy plus alpha / 2 *
@@ -95,7 +94,7 @@ def projected_rdrop_loss(states, table, targets, label_smoothing: float, alpha: 
 
     The logits stay inside and the gradient is written out (rows layout): autodiff of the
     log-softmax, the divergence and the cross-entropy took several more passes over the
-    [2N, V] logits, which made an R-Drop update ~2.9x a plain one where its doubled batch
+    [2N, V] logits, which made an R-Drop update ~2.7-3x a plain one where its doubled batch
     alone is 2x (EXPERIMENTS.md, "Past 41.5"). Equal to the formula by autodiff in
     tests/kernels/test_output_loss.py.
     """
@@ -133,6 +132,7 @@ def _rdrop_loss(label_smoothing: float, alpha: float):
         return losses, gradient
 
     return loss
+
 
 _LOSSES = {
     "rows": lambda eps: _rows(eps, lambda states, table: tf.matmul(states, table, transpose_b=True)),
