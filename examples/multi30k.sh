@@ -20,7 +20,7 @@ HPARAMS=${HPARAMS:-}
 STEPS=${STEPS:-6000}
 SAVE_STEPS=${SAVE_STEPS:-500}
 AVERAGE=${AVERAGE:-3}                     # the last N checkpoints are averaged
-DECODE_HPARAMS=${DECODE_HPARAMS-beam_size=8,alpha=1.5}  # the val decode (the problem's default: beam 4, alpha 0.6)
+DECODE_HPARAMS=${DECODE_HPARAMS-beam_size=8,alpha=1.5,exact_search=true}  # the val decode (the problem's default: beam 4, alpha 0.6, early stop)
 EVAL_SENTENCES=${EVAL_SENTENCES:-100}     # dev sentences decoded (beam 4) for BLEU at each checkpoint
 ENSEMBLE=${ENSEMBLE:-1}                   # models trained (member k with --seed=k when more than one), decoded together
 PROBLEM=translate_ende_multi30k

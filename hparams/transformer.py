@@ -79,7 +79,7 @@ def transformer_multi30k():
     inverse square root decay, falling linearly to 0 over the last 1500 updates (+0.6 val BLEU
     over the same run without it, p = 0.02). `examples/multi30k.sh` trains it 6000 steps (4096
     tokens each), averages the last 3 checkpoints (500 steps apart) and decodes with beam 8,
-    alpha 1.5 (README: "Training a strong small model").
+    alpha 1.5 and exact search (README: "Training a strong small model").
     """
     return dataclasses.replace(
         transformer_tiny(),
