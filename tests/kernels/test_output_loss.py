@@ -15,6 +15,15 @@ def _loss_and_gradients(loss_of, states, table, weights):
     return total, tape.gradient(total, [states, table])
 
 
+def _assert_matches(total, gradients, expected, expected_gradients, tolerance):
+    """The weighted loss to `tolerance` relative, each gradient to `tolerance` of its largest entry."""
+    np.testing.assert_allclose(float(total), float(expected), rtol=tolerance)
+    for got, want in zip(gradients, expected_gradients):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        scale = float(tf.reduce_max(tf.abs(tf.cast(want, tf.float32))))
+        np.testing.assert_allclose(tf.cast(got, tf.float32), tf.cast(want, tf.float32), atol=tolerance * scale, rtol=0)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype, tolerance", [(tf.float32, 1e-5), (tf.bfloat16, 2e-2)])
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
@@ -34,11 +43,7 @@ def test_each_layout_equals_the_cross_entropy_of_the_logits(layout, dtype, toler
     expected, expected_gradients = _loss_and_gradients(reference, states, table, weights)
     total, gradients = _loss_and_gradients(
         lambda s, t: projected_cross_entropy(s, t, targets, label_smoothing, layout), states, table, weights)
-    np.testing.assert_allclose(float(total), float(expected), rtol=tolerance)
-    for got, want in zip(gradients, expected_gradients):
-        assert got.dtype == want.dtype and got.shape == want.shape
-        scale = float(tf.reduce_max(tf.abs(tf.cast(want, tf.float32))))
-        np.testing.assert_allclose(tf.cast(got, tf.float32), tf.cast(want, tf.float32), atol=tolerance * scale, rtol=0)
+    _assert_matches(total, gradients, expected, expected_gradients, tolerance)
 
 
 @pytest.mark.parametrize("dtype, tolerance", [(tf.float32, 1e-5), (tf.bfloat16, 2e-2)])
@@ -66,11 +71,7 @@ def test_rdrop_loss_equals_the_formula_by_autodiff(dtype, tolerance, label_smoot
     expected, expected_gradients = _loss_and_gradients(formula, states, table, weights)
     total, gradients = _loss_and_gradients(
         lambda s, t: projected_rdrop_loss(s, t, targets, label_smoothing, alpha), states, table, weights)
-    np.testing.assert_allclose(float(total), float(expected), rtol=tolerance)
-    for got, want in zip(gradients, expected_gradients):
-        assert got.dtype == want.dtype and got.shape == want.shape
-        scale = float(tf.reduce_max(tf.abs(tf.cast(want, tf.float32))))
-        np.testing.assert_allclose(tf.cast(got, tf.float32), tf.cast(want, tf.float32), atol=tolerance * scale, rtol=0)
+    _assert_matches(total, gradients, expected, expected_gradients, tolerance)
 
 
 def test_an_unknown_layout_is_refused():
