@@ -241,6 +241,14 @@ class DecodeHParams:
         "best finished hypothesis beats its best alive one at the current length, as OpenNMT and CTranslate2",
     )
 
+    reverse_weight: float = _field(
+        0.5, DECODING,
+        "with a reverse model (the decoder's --reverse_model): each sentence's beam_size finished hypotheses are "
+        "ranked by score + reverse_weight x log P(source | hypothesis) / source tokens, the reverse model's "
+        "log-probability of the input given the hypothesis, which penalises dropping parts of the input (0.5: +0.5 and "
+        "+0.7 val BLEU on two Multi30k models, EXPERIMENTS.md \"Past 41.5\")",
+    )
+
     @property
     def sampling(self) -> bool:
         return self.sampling_top_k != 0
@@ -249,13 +257,14 @@ class DecodeHParams:
         if (self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0
                 or self.parallel_parts < 0 or self.batch_tokens < 0 or self.sampling_top_k < -1
                 or self.sampling_temperature <= 0 or self.max_input_tokens < 0 or self.max_input_tokens == 1
+                or self.reverse_weight < 0
                 or not 0 <= self.shortlist <= SHORTLIST_MAX_PER_SOURCE
                 or not 0 <= self.shortlist_frequent <= SHORTLIST_MAX_FREQUENT):
             raise UsageError(
                 "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, alpha >= 0, "
                 "parallel_parts >= 0, batch_tokens >= 0, sampling_top_k >= -1, sampling_temperature > 0, "
                 f"max_input_tokens 0 or >= 2, shortlist 0 to {SHORTLIST_MAX_PER_SOURCE}, shortlist_frequent 0 to "
-                f"{SHORTLIST_MAX_FREQUENT}; "
+                f"{SHORTLIST_MAX_FREQUENT}, reverse_weight >= 0; "
                 f"got {self}."
             )
         if self.shortlist and self.sampling:

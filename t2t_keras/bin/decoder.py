@@ -7,6 +7,7 @@ ensemble of them); or score given translations.
     t2t-keras-decoder --output_dir=... --decode_from_file=in.en --n_best=4 --with_scores   # 4 lines per input
     t2t-keras-decoder --output_dir=... --decode_from_file=in.en --score_file=in.de          # log P(de | en) per line
     t2t-keras-decoder --output_dir=A --ensemble=B,C ...                                     # the three models as one
+    t2t-keras-decoder --output_dir=ENDE --reverse_model=DEEN ...   # the beam's hypotheses reranked by log P(en | de)
     t2t-keras-decoder ... --decode_shards=8 --decode_shard_id=3   # lines of block 3 of 8 -> FILE.shard-3-of-8
 
 Output: one line per input line; with --n_best=N, N consecutive lines per input line, best
@@ -42,7 +43,7 @@ def define_flags() -> None:
     flags.DEFINE_bool("decode_interactive", False, "Translate lines typed at a prompt.")
     flags.DEFINE_integer("n_best", 1, "Hypotheses written per input line, best first (at most beam_size).")
     flags.DEFINE_bool("with_scores", False, "Write each hypothesis as \"<score>\\t<output>\": what the search ranked it by, "
-                      "log P / ((5 + length) / 6) ** alpha (the SavedModel's scores).")
+                      "log P / ((5 + length) / 6) ** alpha (the SavedModel's scores), plus the reverse term with --reverse_model.")
     flags.DEFINE_bool("with_log_probs", False, "Write each hypothesis as \"<log P(output | input)>\\t<output>\" (after the "
                       "score with --with_scores; the SavedModel's log_probs).")
     flags.DEFINE_string(
@@ -54,6 +55,13 @@ def define_flags() -> None:
         "ensemble", None,
         "More run dirs or checkpoints (comma-separated) decoding together with --output_dir's model: the average of "
         "their next-token probabilities at every step. They must share its vocabularies.",
+    )
+    flags.DEFINE_string(
+        "reverse_model", None,
+        "A run dir or checkpoint of a model trained in the other direction (e.g. de -> en for an en -> de model): "
+        "each sentence's beam_size hypotheses are reranked by score + reverse_weight x its log P(source | hypothesis) "
+        "/ source tokens (--decode_hparams=reverse_weight=...), which penalises outputs that leave parts of the "
+        "input untranslated.",
     )
     flags.DEFINE_integer("decode_shards", 1, "Split --decode_from_file into this many contiguous blocks of lines ...")
     flags.DEFINE_integer(
@@ -72,7 +80,7 @@ def main(argv) -> int:
     if FLAGS.output_dir and not FLAGS.decode_from_file and not FLAGS.decode_interactive:
         raise UsageError("say what to decode: --decode_from_file=FILE or --decode_interactive.")
     ensemble = [path for path in (FLAGS.ensemble or "").split(",") if path.strip()]
-    run = common_flags.load_trained_run(check_checkpoint=False, ensemble=ensemble)
+    run = common_flags.load_trained_run(check_checkpoint=False, ensemble=ensemble, reverse=FLAGS.reverse_model)
     problem, decode_hparams = run.problem, run.decode_hparams
     if not 1 <= FLAGS.n_best <= decode_hparams.beam_size:
         raise UsageError(f"--n_best={FLAGS.n_best}: choose 1 to beam_size ({decode_hparams.beam_size}).")
@@ -88,6 +96,8 @@ def main(argv) -> int:
     if reference is not None and len(reference) != total:
         raise UsageError(f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, --decode_from_file has {total}; they must be aligned.")
     if FLAGS.score_file:
+        if FLAGS.reverse_model:
+            raise UsageError("--reverse_model reranks the decoder's own hypotheses; --score_file scores given ones: choose one.")
         return _score(run)
     from t2t_keras.decoding.resumable_output import ResumableOutput, output_record
 

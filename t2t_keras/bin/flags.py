@@ -69,7 +69,7 @@ def decode_settings_help() -> str:
     )
 
 
-def load_trained_run(check_checkpoint: bool = True, ensemble=(), for_export: bool = False):
+def load_trained_run(check_checkpoint: bool = True, ensemble=(), for_export: bool = False, reverse: str | None = None):
     """The `TrainedRun` those flags name: resolved here, once, for the whole command. Checked
     before TensorFlow loads: one-line errors for a directory the trainer did not write or an
     unknown decode hparam; then, with `check_checkpoint`, for a missing checkpoint (finding the
@@ -79,7 +79,7 @@ def load_trained_run(check_checkpoint: bool = True, ensemble=(), for_export: boo
 
     if not FLAGS.output_dir:
         raise UsageError("--output_dir is required: the trainer's output directory.")
-    run = TrainedRun.resolve(FLAGS.output_dir, FLAGS.decode_hparams, FLAGS.checkpoint_path, ensemble, for_export)
+    run = TrainedRun.resolve(FLAGS.output_dir, FLAGS.decode_hparams, FLAGS.checkpoint_path, ensemble, for_export, reverse)
     if check_checkpoint:
         run.checkpoints
     return run

@@ -199,18 +199,49 @@ def translate_lines(translator, lines: list[str], n_best: int = 1, log_probs: bo
     on_lines(sum(ids is None for ids in encoded))
     order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
 
+    reverse = translator.reverse
+
     def search(rows):
         batch = padded_batch([encoded[i] for i in rows])
         if hparams.sampling:
             result = translator.sample_ids(batch, np.array([line_seed(hparams.seed, line_numbers[i]) for i in rows], np.int64))
-        else:  # the best only: a search that stops as soon as it is settled
-            result = (translator.best_ids if n_best == 1 else translator.translate_ids)(batch)
+        else:  # the best only (unless a reverse model reranks them all): a search that stops as soon as it is settled
+            result = (translator.best_ids if n_best == 1 and reverse is None else translator.translate_ids)(batch)
         return result["ids"].numpy(), result["scores"].numpy()
 
     row_batches = ([order[k] for k in chunk] for chunk in batches([len(encoded[i]) for i in order], hparams))
-    return n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode,
-                             (lambda s, t: score_lines(translator, s, t)) if log_probs else None, n_best,
-                             on_batch=lambda rows: on_lines(len(rows)))
+    rescore = (lambda s, t: score_lines(translator, s, t)) if log_probs else None
+    if reverse is None:
+        return n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode, rescore, n_best,
+                                 on_batch=lambda rows: on_lines(len(rows)))
+    outputs = n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode, None, hparams.beam_size,
+                                on_batch=lambda rows: on_lines(len(rows)))
+    source_lengths = [len(ids) if ids is not None else 1 for ids in encoded]
+    outputs = rerank_by_reverse(reverse, lines, source_lengths, outputs, hparams.reverse_weight, n_best)
+    if rescore is not None:
+        pairs = [(line, h.text) for line, hypotheses in zip(lines, outputs) if line.strip() for h in hypotheses]
+        log_probs_of = iter(rescore([s for s, _ in pairs], [t for _, t in pairs]) if pairs else [])
+        outputs = [[h._replace(log_prob=next(log_probs_of)) for h in hypotheses] if line.strip() else hypotheses
+                   for line, hypotheses in zip(lines, outputs)]
+    return outputs
+
+
+def rerank_by_reverse(reverse, sources: list[str], source_lengths: list[int], outputs: list[list[Hypothesis]],
+                      weight: float, n_best: int) -> list[list[Hypothesis]]:
+    """Each sentence's hypotheses ranked by score + weight x log P(source | hypothesis) /
+    source tokens (the reverse Translator's log-probability of the input given the output,
+    divided by the input's length so one weight suits short and long sentences); the `n_best`
+    first, each with that sum as its score. Blank sources keep their EMPTY hypotheses."""
+    pairs = [(i, k) for i, source in enumerate(sources) if source.strip() for k in range(len(outputs[i]))]
+    reverse_log_probs = score_lines(reverse, [outputs[i][k].text for i, k in pairs], [sources[i] for i, _ in pairs],
+                                    blank_sources_score_zero=False)  # an empty output explains no input
+    ranked = [hypotheses[:n_best] for hypotheses in outputs]
+    for i in {i for i, _ in pairs}:
+        ranked[i] = []
+    for (i, k), reverse_log_prob in zip(pairs, reverse_log_probs):
+        hypothesis = outputs[i][k]
+        ranked[i].append(hypothesis._replace(score=hypothesis.score + weight * reverse_log_prob / source_lengths[i]))
+    return [sorted(hypotheses, key=lambda h: -h.score)[:n_best] for hypotheses in ranked]
 
 
 def batches(lengths: list[int], hparams) -> Iterator[list[int]]:
@@ -233,11 +264,12 @@ def line_seed(seed: int, line_number: int) -> int:
     return (seed << 32) | (line_number & 0xFFFFFFFF)
 
 
-def score_lines(translator, sources: list[str], targets: list[str]) -> list[float]:
+def score_lines(translator, sources: list[str], targets: list[str], blank_sources_score_zero: bool = True) -> list[float]:
     """log P(target | source) of each pair (EOS included), as the SavedModel's score signature;
-    a blank source scores 0, as its (empty) translation does everywhere."""
+    a blank source scores 0, as its (empty) translation does everywhere (unless
+    `blank_sources_score_zero` is False: then it is the model's log P(target | EOS))."""
     vocabularies, batch_size = translator.vocabularies, translator.decode_hparams.sentences_per_batch
-    scored = [i for i, source in enumerate(sources) if source.strip()]
+    scored = [i for i, source in enumerate(sources) if source.strip() or not blank_sources_score_zero]
     pairs = [(vocabularies.source.encode(sources[i], add_eos=True), vocabularies.target.encode(targets[i], add_eos=True))
              for i in scored]
     scores = [0.0] * len(sources)

@@ -8,7 +8,8 @@ One object carries what every decoding path needs of a run, each piece decided h
 nowhere else: the run dir; its problem, configured as it was trained; the vocabularies; the
 decode settings, with the precision decision (`system.decode_precision`: decoding here, bf16
 falls back to fp32 without bfloat16 units; an export keeps it for the serving machine); the
-checkpoints (the run's, then each --ensemble member's, whose vocabularies must be the run's);
+checkpoints (the run's, then each --ensemble member's, whose vocabularies must be the run's, then a
+--reverse_model's, a run of the other direction that reranks the hypotheses);
 and the shortlist. The parts that load TensorFlow (the checkpoints: finding the latest reads
 the state file through tf.train) and the large files (vocabularies, shortlist) are read on first
 use, once, so that a command checks its own flags before TensorFlow loads.
@@ -35,11 +36,13 @@ class TrainedRun:
       decode_hparams: a DecodeHParams, or overrides of the problem's decode defaults ("beam_size=5").
       checkpoint_path: the checkpoint to decode instead of the run's latest.
       ensemble: more run dirs or checkpoints decoding with it (the mean of their probabilities).
+      reverse: a run dir or checkpoint of a model trained in the other direction (target -> source),
+        which reranks each sentence's hypotheses (DecodeHParams.reverse_weight).
       for_export: the precision is the serving machine's (bf16 is kept where this one has no units).
     """
 
     def __init__(self, run_dir: RunDir, decode_hparams: DecodeHParams | str | None = None,
-                 checkpoint_path: str | None = None, ensemble=(), for_export: bool = False):
+                 checkpoint_path: str | None = None, ensemble=(), for_export: bool = False, reverse: str | None = None):
         run_dir.hparams()  # a one-line error for a directory the trainer did not write
         self.run_dir = run_dir
         self.problem = run_dir.problem()
@@ -49,11 +52,17 @@ class TrainedRun:
         self.checkpoint_path = checkpoint_path
         self.ensemble = tuple(ensemble)
         self.is_export = for_export
+        self.reverse = reverse
+        if reverse and for_export:
+            raise UsageError("a reverse model reranks in the decoder only; an export has none.")
+        if reverse and self.decode_hparams.sampling:
+            raise UsageError("--reverse_model reranks beam search's hypotheses; with sampling (sampling_top_k) there is nothing to rerank.")
 
     @classmethod
     def resolve(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
-                checkpoint_path: str | None = None, ensemble=(), for_export: bool = False) -> "TrainedRun":
-        return cls(RunDir(output_dir), decode_hparams, checkpoint_path, ensemble, for_export)
+                checkpoint_path: str | None = None, ensemble=(), for_export: bool = False,
+                reverse: str | None = None) -> "TrainedRun":
+        return cls(RunDir(output_dir), decode_hparams, checkpoint_path, ensemble, for_export, reverse)
 
     def with_settings(self, **changes) -> "TrainedRun":
         """The same run (what it has resolved is kept) with some decode settings changed."""
@@ -86,10 +95,24 @@ class TrainedRun:
             members.append((member_dir, path))
         return tuple(members)
 
+    @functools.cached_property
+    def reverse_run(self) -> "TrainedRun | None":
+        """The reverse model's run (its checkpoint resolved, its direction checked), or None."""
+        if not self.reverse:
+            return None
+        reverse_dir, path = resolve_checkpoint(self.reverse, "--reverse_model")
+        reverse_problem = reverse_dir.problem()
+        ours = (getattr(self.problem, "source_language", ""), getattr(self.problem, "target_language", ""))
+        theirs = (getattr(reverse_problem, "source_language", ""), getattr(reverse_problem, "target_language", ""))
+        if all(ours + theirs) and theirs != ours[::-1]:
+            raise UsageError(f"--reverse_model={self.reverse} translates {theirs[0]} -> {theirs[1]}; reranking "
+                             f"{ours[0]} -> {ours[1]} needs a {ours[1]} -> {ours[0]} model.")
+        return TrainedRun(reverse_dir, self.decode_hparams, path)
+
     @property
     def checkpoints(self) -> list[str]:
-        """The checkpoints that decode, the run's first."""
-        return [path for _, path in self.members]
+        """The checkpoints that decode, the run's first (then the reverse model's, if any)."""
+        return [path for _, path in self.members] + (self.reverse_run.checkpoints if self.reverse_run else [])
 
     def restore_model(self):
         """The model that decodes, in the decode precision: the run's, or the `Ensemble` of all."""

@@ -11,6 +11,7 @@ decoder's start-up (EXPERIMENTS.md, "Start-up"). `translate` and `score` are the
     translator.translate(["A dog runs in the snow."])          # ["Ein Hund rennt im Schnee."]
     translator.translate(["A dog runs in the snow."], n_best=2) # [[Hypothesis(text, log_prob, score), ...]]
     translator.score(["A dog runs."], ["Ein Hund rennt."])     # [log P(target | source)]
+    Translator.from_run_dir("out/ende_avg", reverse="out/deen_avg")  # the beam reranked by log P(source | output)
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Translator(tf.Module):
                  shortlist=None):
         super().__init__(name="translator")
         self.shortlist = shortlist  # a `shortlist.Shortlist`: each sentence searched over its shortlisted tokens
+        self.reverse = None  # a Translator of the other direction that reranks the hypotheses (`from_run`)
         self.model = model
         self.problem = problem  # for its output form (postprocess_output); None: the raw text
         self.vocabularies = vocabularies
@@ -63,24 +65,27 @@ class Translator(tf.Module):
     @classmethod
     def from_run(cls, run) -> "Translator":
         """The Translator of a `TrainedRun`: its checkpoints restored (an `Ensemble` of them with
-        --ensemble members), its decode settings, problem, vocabularies and shortlist. The
-        restored checkpoints' paths are `checkpoint_paths` (`checkpoint_path`: the run's)."""
+        --ensemble members), its decode settings, problem, vocabularies and shortlist, and the
+        reverse model's Translator as `reverse` (None without one). The restored checkpoints'
+        paths are `checkpoint_paths` (`checkpoint_path`: the run's)."""
         translator = cls(run.restore_model(), run.vocabularies, run.decode_hparams, run.token_filter(), run.problem,
                          run.shortlist)
+        translator.reverse = cls.from_run(run.reverse_run) if run.reverse_run else None
         translator.checkpoint_paths = run.checkpoints
         translator.checkpoint_path = translator.checkpoint_paths[0]
         return translator
 
     @classmethod
     def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
-                     checkpoint_path: str | None = None, ensemble: list[str] = ()) -> "Translator":
+                     checkpoint_path: str | None = None, ensemble: list[str] = (),
+                     reverse: str | None = None) -> "Translator":
         """The Translator of a trained run dir (a trainer's output_dir, or an averaged or best one),
         decoding on this machine: the Python API's entry (`TrainedRun.resolve` says what each
         argument means). `decode_hparams` overrides the problem's defaults: a DecodeHParams, or
         "beam_size=5,alpha=1.0"."""
         from t2t_keras.decoding.trained_run import TrainedRun
 
-        return cls.from_run(TrainedRun.resolve(output_dir, decode_hparams, checkpoint_path, ensemble))
+        return cls.from_run(TrainedRun.resolve(output_dir, decode_hparams, checkpoint_path, ensemble, reverse=reverse))
 
     def translate(self, sentences: list[str], n_best: int | None = None):
         """The best translation of each sentence (in the problem's output form: a tree for

@@ -1,0 +1,102 @@
+"""Reranking the beam's hypotheses with a model of the other direction (--reverse_model)."""
+
+import dataclasses
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding.translator import Translator
+from t2t_keras.errors import UsageError
+from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+
+SETTINGS = "beam_size=4,extra_length=8,alpha=0.6"
+
+
+def _val(language, count):
+    with gzip.open(os.path.join(MULTI30K_DIR, f"val.{language}.gz"), "rt", encoding="utf-8") as handle:
+        return [next(handle).rstrip("\n") for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def reverse_output_dir(trained_output_dir, tmp_path_factory):
+    """The briefly trained en -> de run, copied and labelled translate_deen_multi30k: with the shared
+    vocabulary it scores English given German as a de -> en model would (the arithmetic under
+    test is the same), without training a second model."""
+    output_dir = tmp_path_factory.mktemp("relabelled") / "deen"
+    shutil.copytree(trained_output_dir, output_dir)
+    run_json = output_dir / "run.json"
+    run_json.write_text(json.dumps({**json.loads(run_json.read_text()), "problem": "translate_deen_multi30k"}))
+    return str(output_dir)
+
+
+def test_the_ranking_is_the_search_score_plus_the_weighted_reverse_log_prob(trained_output_dir, reverse_output_dir, tmp_path):
+    """Against the same sum computed from the plain n-best and the reverse model's own scores; the
+    decoder command ranks as the Translator does and records the reverse model's checkpoint."""
+    sources = _val("en", 12) + [""]
+    plain = Translator.from_run_dir(trained_output_dir, SETTINGS)
+    reranking = Translator.from_run_dir(trained_output_dir, f"{SETTINGS},reverse_weight=0.7", reverse=reverse_output_dir)
+    assert reranking.checkpoint_paths[-1].startswith(reverse_output_dir)
+    beams = plain.translate(sources, n_best=4)
+    pairs = [(h.text, source) for source, beam in zip(sources, beams) if source for h in beam]
+    # log P(source | hypothesis) in one batch; an empty hypothesis is the input EOS alone, not a blank line's 0.
+    reverse_log_probs = batch_decoding.score_lines(reranking.reverse, *zip(*pairs), blank_sources_score_zero=False)
+    for weight in (0.7, 0.0):
+        reranking.decode_hparams = dataclasses.replace(reranking.decode_hparams, reverse_weight=weight)
+        ours = reranking.translate(sources, n_best=2)
+        remaining = iter(reverse_log_probs)
+        for source, hypotheses, beam in zip(sources, ours, beams):
+            if not source:
+                assert hypotheses == [batch_decoding.EMPTY] * 2
+                continue
+            source_length = len(plain.vocabularies.source.encode(source, add_eos=True))
+            expected = sorted(((h.score + weight * next(remaining) / source_length, h.text) for h in beam),
+                              key=lambda pair: -pair[0])[:2]
+            assert [h.text for h in hypotheses] == [text for _, text in expected]
+            assert [h.score for h in hypotheses] == pytest.approx([score for score, _ in expected], abs=2e-3)
+        # log P(output | input) is the forward model's, whatever the ranking.
+        kept = [(source, h) for source, hypotheses in zip(sources, ours) if source for h in hypotheses]
+        assert [h.log_prob for _, h in kept] == pytest.approx(plain.score([s for s, _ in kept], [h.text for _, h in kept]), abs=2e-3)
+        if weight == 0.7:
+            with_weight = ours
+    assert [h[0].text for h in ours] == plain.translate(sources)  # no weight: the beam's own best first
+
+    source = tmp_path / "in.en"
+    source.write_text("\n".join(sources) + "\n")
+    out = tmp_path / "out.de"
+    result = subprocess.run(
+        [sys.executable, "-m", "t2t_keras.bin.decoder", f"--output_dir={trained_output_dir}", f"--decode_from_file={source}",
+         f"--decode_to_file={out}", f"--decode_hparams={SETTINGS},reverse_weight=0.7", f"--reverse_model={reverse_output_dir}",
+         "--with_scores", "--noprogress"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = [line.split("\t") for line in out.read_text().splitlines()]
+    assert [text for _, text in lines] == [h[0].text for h in with_weight]
+    assert [float(score) for score, _ in lines] == pytest.approx([h[0].score for h in with_weight], abs=2e-3)
+    record = json.loads((tmp_path / "out.de.decode.json").read_text())
+    assert record["checkpoints"][-1]["path"].startswith(reverse_output_dir)
+    assert record["decode_hparams"]["reverse_weight"] == 0.7
+
+
+def test_hypotheses_are_sorted_by_the_sum_and_cut_to_n_best(monkeypatch):
+    """(The briefly trained models above give every source the same beam: here the reverse model's
+    log-probabilities are chosen so that the sum reverses the beam's order.)"""
+    beam = [batch_decoding.Hypothesis(text, None, score) for text, score in (("a", -1.0), ("b", -2.0), ("c", -3.0))]
+    reverse_log_probs = {"a": -30.0, "b": -3.0, "c": -12.0}
+    monkeypatch.setattr(batch_decoding, "score_lines", lambda reverse, hypotheses, sources, **_: [reverse_log_probs[h] for h in hypotheses])
+    ranked = batch_decoding.rerank_by_reverse(None, ["x y", ""], [3, 1], [beam, [batch_decoding.EMPTY] * 3], 1.5, 2)
+    assert [(h.text, h.score) for h in ranked[0]] == [("b", pytest.approx(-3.5)), ("c", pytest.approx(-9.0))]
+    assert ranked[1] == [batch_decoding.EMPTY] * 2
+
+
+def test_a_reverse_model_of_the_same_direction_or_with_sampling_is_refused(trained_output_dir, reverse_output_dir):
+    with pytest.raises(UsageError, match=r"--reverse_model=.* translates en -> de; reranking en -> de needs a de -> en model"):
+        Translator.from_run_dir(trained_output_dir, SETTINGS, reverse=trained_output_dir)
+    with pytest.raises(UsageError, match=r"with sampling .* nothing to rerank"):
+        Translator.from_run_dir(trained_output_dir, "sampling_top_k=5", reverse=reverse_output_dir)
+    with pytest.raises(UsageError, match=r"reverse_weight >= 0"):
+        Translator.from_run_dir(trained_output_dir, "reverse_weight=-1", reverse=reverse_output_dir)
