@@ -6,6 +6,7 @@
 #
 #   bash examples/multi30k.sh                    # the strong small recipe: transformer_multi30k
 #   ENSEMBLE=2 bash examples/multi30k.sh         # two models (seeds 1 and 2), decoded as one
+#   REVERSE=0 bash examples/multi30k.sh          # no de -> en model reranking the hypotheses (half the training)
 #   make demo                                    # the same pipeline, sized to ~15 minutes
 #
 # Settings come from the environment (defaults: the recipe). Rerunning reuses what is
@@ -23,8 +24,11 @@ AVERAGE=${AVERAGE:-3}                     # the last N checkpoints are averaged
 DECODE_HPARAMS=${DECODE_HPARAMS-beam_size=8,alpha=1.5,exact_search=true}  # the val decode (the problem's default: beam 4, alpha 0.6, early stop)
 EVAL_SENTENCES=${EVAL_SENTENCES:-100}     # dev sentences decoded (beam 4) for BLEU at each checkpoint
 ENSEMBLE=${ENSEMBLE:-1}                   # models trained (member k with --seed=k when more than one), decoded together
+REVERSE=${REVERSE:-1}                     # 1: a de -> en model (the same hparams and steps) reranks each sentence's beam
 PROBLEM=translate_ende_multi30k
+REVERSE_PROBLEM=translate_deen_multi30k
 DATA=$OUT/data
+REVERSE_TRAIN=$OUT/train_reverse
 members=$(seq 1 "$ENSEMBLE")
 train_dir() { if [ "$ENSEMBLE" -eq 1 ]; then echo "$OUT/train"; else echo "$OUT/train_seed$1"; fi; }
 HYP=$OUT/val.hyp.de
@@ -66,33 +70,43 @@ PY
 run() { echo "$*" >> "$OUT/commands.sh"; "$@"; }  # run a command and record its line
 latest_checkpoint() { sed -n 's/^model_checkpoint_path: "\(.*\)"$/\1/p' "$1/checkpoint"; }  # an average is named after its newest step
 
-step "datagen: SentencePiece vocabulary and TFRecord shards of $PROBLEM"
-run "$BIN/t2t-keras-datagen" --problem=$PROBLEM --data_dir="$DATA" --noprogress
-
-averaged_now=0  # 1 once a member's average is (re)made: the val decode is then redone
-for member in $members; do
-  TRAIN=$(train_dir "$member")
-  seed=()
-  [ "$ENSEMBLE" -eq 1 ] || seed=(--seed="$member")
-  step "train $HPARAMS_SET${HPARAMS:+ ($HPARAMS)} for $STEPS steps${seed[*]:+, ${seed[*]}} (resumes from the last checkpoint)"
-  train_started=$(date +%s)
-  run "$BIN/t2t-keras-trainer" --problem=$PROBLEM --hparams_set="$HPARAMS_SET" --hparams="$HPARAMS" "${seed[@]}" \
-      --data_dir="$DATA" --output_dir="$TRAIN" --train_steps="$STEPS" --save_checkpoints_steps="$SAVE_STEPS" \
+averaged_now=0  # 1 once a model's average is (re)made: the val decode is then redone
+# train_and_average PROBLEM DATA_DIR TRAIN_DIR [--seed=K]: the model of TRAIN_DIR_avg.
+train_and_average() {
+  local problem=$1 data=$2 train=$3 seed=("${@:4}")
+  step "datagen: SentencePiece vocabulary and TFRecord shards of $problem"
+  run "$BIN/t2t-keras-datagen" --problem="$problem" --data_dir="$data" --noprogress
+  step "train $problem: $HPARAMS_SET${HPARAMS:+ ($HPARAMS)} for $STEPS steps${seed[*]:+, ${seed[*]}} (resumes from the last checkpoint)"
+  local train_started=$(date +%s)
+  run "$BIN/t2t-keras-trainer" --problem="$problem" --hparams_set="$HPARAMS_SET" --hparams="$HPARAMS" "${seed[@]}" \
+      --data_dir="$data" --output_dir="$train" --train_steps="$STEPS" --save_checkpoints_steps="$SAVE_STEPS" \
       --keep_checkpoint_max=$(( AVERAGE > 5 ? AVERAGE : 5 )) --log_steps=100 --eval_sentences="$EVAL_SENTENCES"
-  train_seconds=$(( $(date +%s) - train_started ))
-  training_record "$TRAIN" "$train_seconds"
+  training_record "$train" $(( $(date +%s) - train_started ))
 
   if [ "$AVERAGE" -gt 1 ]; then step "average the last $AVERAGE checkpoints"; else step "the last checkpoint as the model"; fi
-  if [ -f "${TRAIN}_avg/checkpoint" ] && [ "$(latest_checkpoint "${TRAIN}_avg")" = "$(latest_checkpoint "$TRAIN")" ]; then
-    echo "reusing ${TRAIN}_avg"
+  if [ -f "${train}_avg/checkpoint" ] && [ "$(latest_checkpoint "${train}_avg")" = "$(latest_checkpoint "$train")" ]; then
+    echo "reusing ${train}_avg"
   else
-    run "$BIN/t2t-keras-avg-checkpoints" --output_dir="$TRAIN" --num_last_checkpoints="$AVERAGE" --avg_dir="${TRAIN}_avg"
+    run "$BIN/t2t-keras-avg-checkpoints" --output_dir="$train" --num_last_checkpoints="$AVERAGE" --avg_dir="${train}_avg"
     averaged_now=1
   fi
+}
+trained=()  # every model's train dir, for the training totals
+for member in $members; do
+  seed=()
+  [ "$ENSEMBLE" -eq 1 ] || seed=(--seed="$member")
+  train_and_average $PROBLEM "$DATA" "$(train_dir "$member")" "${seed[@]}"
+  trained+=("$(train_dir "$member")")
 done
+reverse=()
+if [ "$REVERSE" -eq 1 ]; then
+  train_and_average $REVERSE_PROBLEM "$OUT/data_reverse" "$REVERSE_TRAIN"
+  trained+=("$REVERSE_TRAIN")
+  reverse=(--reverse_model="${REVERSE_TRAIN}_avg")
+fi
 total=0
-for member in $members; do total=$(( total + $(cat "$(train_dir "$member").seconds") )); done
-echo "$total" > "$OUT/train_seconds"  # all members' training (demo.sh reads it)
+for train in "${trained[@]}"; do total=$(( total + $(cat "$train.seconds") )); done
+echo "$total" > "$OUT/train_seconds"  # all models' training (demo.sh reads it)
 AVG=$(train_dir 1)_avg
 others=$(for member in $members; do [ "$member" -eq 1 ] || printf '%s,' "$(train_dir "$member")_avg"; done)
 ensemble=()
@@ -105,7 +119,7 @@ done
 restart=()
 [ "$averaged_now" -eq 0 ] || restart=(--start_over)  # new weights: the earlier decode is of others
 # The decoder resumes a killed decode, says a complete one has nothing to do, and refuses one of other settings.
-run "$BIN/t2t-keras-decoder" --output_dir="$AVG" "${ensemble[@]}" --decode_from_file="$OUT/val.en" \
+run "$BIN/t2t-keras-decoder" --output_dir="$AVG" "${ensemble[@]}" "${reverse[@]}" --decode_from_file="$OUT/val.en" \
     --decode_hparams="$DECODE_HPARAMS" --decode_to_file="$HYP" --noprogress "${restart[@]}"
 
 step "BLEU: sacreBLEU, detokenised, cased and lowercased"
@@ -117,9 +131,9 @@ echo "$bleu_line" | sed -nE 's/^BLEU = ([0-9.]+).*/\1/p' > "$OUT/val_bleu"  # th
 
 step "summary"
 echo "val BLEU (sacreBLEU, cased, detokenised): $(cat "$OUT/val_bleu")"
-for member in $members; do
-  echo "training of $(train_dir "$member") ($HPARAMS_SET, $STEPS steps): $(cat "$(train_dir "$member").training")"
+for train in "${trained[@]}"; do
+  echo "training of $train ($HPARAMS_SET, $STEPS steps): $(cat "$train.training")"
 done
 echo "this run: $(( $(date +%s) - started )) s"
-echo "model: $AVG${ensemble[*]:+ with ${ensemble[*]}} (TensorBoard: $BIN/tensorboard --logdir=$(train_dir 1))"
+echo "model: $AVG${ensemble[*]:+ with ${ensemble[*]}}${reverse[*]:+, reranked by ${reverse[*]}} (TensorBoard: $BIN/tensorboard --logdir=$(train_dir 1))"
 echo "commands run: $OUT/commands.sh"
