@@ -156,36 +156,42 @@ def padded_batch(rows: list[list[int]]) -> np.ndarray:
 
 
 def n_best_hypotheses(sentences: list[str], row_batches: Iterable[list[int]], search: Callable, decode: Callable,
-                      rescore: Callable | None, n_best: int, on_batch: Callable = lambda rows: None) -> list[list[Hypothesis]]:
+                      rescore: Callable | None, n_best: int, on_batch: Callable = lambda rows: None,
+                      rerank: Callable | None = None) -> list[list[Hypothesis]]:
     """The `n_best` hypotheses of each sentence, best first, in input order (a sentence in no
     batch, a blank one, gets EMPTY ones).
 
     `search(rows)` gives (ids [R, K, L], scores [R, K]) for the sentences at `rows`; `decode`
-    turns one row of ids into text; `rescore(sources, texts)` gives log P of each text as the
-    score path tokenises it (the search may have spelled a word with other pieces than the
-    tokenizer would: same text, another score), or None leaves Hypothesis.log_prob None."""
-    texts, scores, order = {}, {}, []
+    turns one row of ids into text; `rerank(rows, hypotheses)`, if given, turns all K
+    hypotheses of each of those sentences into its `n_best`, best first (None: the search's
+    first `n_best`); `rescore(sources, texts)` gives log P of each text as the score path
+    tokenises it (the search may have spelled a word with other pieces than the tokenizer
+    would: same text, another score), or None leaves Hypothesis.log_prob None."""
+    hypotheses, order = {}, []
     for rows in row_batches:
         ids, search_scores = search(rows)
         if n_best > ids.shape[1]:
             raise UsageError(f"n_best={n_best}: this model keeps {ids.shape[1]} hypotheses per sentence.")
+        kept = ids.shape[1] if rerank else n_best
         for row, i in enumerate(rows):
-            texts[i] = [decode(ids[row, k]) for k in range(n_best)]
-            scores[i] = [float(score) for score in search_scores[row, :n_best]]
+            hypotheses[i] = [Hypothesis(decode(ids[row, k]), None, float(search_scores[row, k])) for k in range(kept)]
         order.extend(rows)
         on_batch(rows)
-    pairs = [(sentences[i], text) for i in order for text in texts[i]]
+    if rerank and order:
+        hypotheses = dict(zip(order, rerank(order, [hypotheses[i] for i in order])))
+    pairs = [(sentences[i], h.text) for i in order for h in hypotheses[i]]
     log_probs = iter(rescore([s for s, _ in pairs], [t for _, t in pairs]) if rescore and pairs else [None] * len(pairs))
     outputs = [[EMPTY] * n_best for _ in sentences]
     for i in order:
-        outputs[i] = [Hypothesis(text, next(log_probs), score) for text, score in zip(texts[i], scores[i])]
+        outputs[i] = [h._replace(log_prob=next(log_probs)) for h in hypotheses[i]]
     return outputs
 
 
 def translate_lines(translator, lines: list[str], n_best: int = 1, log_probs: bool = True,
                     line_numbers: list[int] | None = None, on_lines: Callable = lambda count: None) -> list[list[Hypothesis]]:
     """The `n_best` (at most beam_size) best hypotheses of each line, best first, in input order,
-    with a Translator: lines sorted by length into `batches`, blank lines EMPTY.
+    with a Translator: lines sorted by length into `batches`, blank lines EMPTY; with the
+    Translator's reverse model, the whole beam reranked by it (`rerank_by_reverse`).
 
     `log_probs=False` leaves Hypothesis.log_prob None and skips the teacher-forced pass that
     computes it (a second forward over every output: long for parsing). `on_lines(count)` is
@@ -198,7 +204,6 @@ def translate_lines(translator, lines: list[str], n_best: int = 1, log_probs: bo
     encoded = [vocabularies.source.encode(line, add_eos=True) if line.strip() else None for line in lines]
     on_lines(sum(ids is None for ids in encoded))
     order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
-
     reverse = translator.reverse
 
     def search(rows):
@@ -209,39 +214,29 @@ def translate_lines(translator, lines: list[str], n_best: int = 1, log_probs: bo
             result = (translator.best_ids if n_best == 1 and reverse is None else translator.translate_ids)(batch)
         return result["ids"].numpy(), result["scores"].numpy()
 
+    def rerank(rows, hypotheses):
+        return rerank_by_reverse(reverse, [lines[i] for i in rows], [len(encoded[i]) for i in rows], hypotheses,
+                                 hparams.reverse_weight, n_best)
+
     row_batches = ([order[k] for k in chunk] for chunk in batches([len(encoded[i]) for i in order], hparams))
-    rescore = (lambda s, t: score_lines(translator, s, t)) if log_probs else None
-    if reverse is None:
-        return n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode, rescore, n_best,
-                                 on_batch=lambda rows: on_lines(len(rows)))
-    outputs = n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode, None, hparams.beam_size,
-                                on_batch=lambda rows: on_lines(len(rows)))
-    source_lengths = [len(ids) if ids is not None else 1 for ids in encoded]
-    outputs = rerank_by_reverse(reverse, lines, source_lengths, outputs, hparams.reverse_weight, n_best)
-    if rescore is not None:
-        pairs = [(line, h.text) for line, hypotheses in zip(lines, outputs) if line.strip() for h in hypotheses]
-        log_probs_of = iter(rescore([s for s, _ in pairs], [t for _, t in pairs]) if pairs else [])
-        outputs = [[h._replace(log_prob=next(log_probs_of)) for h in hypotheses] if line.strip() else hypotheses
-                   for line, hypotheses in zip(lines, outputs)]
-    return outputs
+    return n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode,
+                             (lambda s, t: score_lines(translator, s, t)) if log_probs else None, n_best,
+                             on_batch=lambda rows: on_lines(len(rows)), rerank=rerank if reverse is not None else None)
 
 
-def rerank_by_reverse(reverse, sources: list[str], source_lengths: list[int], outputs: list[list[Hypothesis]],
+def rerank_by_reverse(reverse, sources: list[str], source_lengths: list[int], hypotheses: list[list[Hypothesis]],
                       weight: float, n_best: int) -> list[list[Hypothesis]]:
-    """Each sentence's hypotheses ranked by score + weight x log P(source | hypothesis) /
-    source tokens (the reverse Translator's log-probability of the input given the output,
-    divided by the input's length so one weight suits short and long sentences); the `n_best`
-    first, each with that sum as its score. Blank sources keep their EMPTY hypotheses."""
-    pairs = [(i, k) for i, source in enumerate(sources) if source.strip() for k in range(len(outputs[i]))]
-    reverse_log_probs = score_lines(reverse, [outputs[i][k].text for i, k in pairs], [sources[i] for i, _ in pairs],
+    """Each source's hypotheses ranked by score + weight x log P(source | hypothesis) / source
+    tokens (the reverse Translator's log-probability of the input given the output, divided by
+    the input's length so one weight suits short and long sentences); the `n_best` first, each
+    with that sum as its score."""
+    pairs = [(i, h) for i, beam in enumerate(hypotheses) for h in beam]
+    reverse_log_probs = score_lines(reverse, [h.text for _, h in pairs], [sources[i] for i, _ in pairs],
                                     blank_sources_score_zero=False)  # an empty output explains no input
-    ranked = [hypotheses[:n_best] for hypotheses in outputs]
-    for i in {i for i, _ in pairs}:
-        ranked[i] = []
-    for (i, k), reverse_log_prob in zip(pairs, reverse_log_probs):
-        hypothesis = outputs[i][k]
-        ranked[i].append(hypothesis._replace(score=hypothesis.score + weight * reverse_log_prob / source_lengths[i]))
-    return [sorted(hypotheses, key=lambda h: -h.score)[:n_best] for hypotheses in ranked]
+    ranked = [[] for _ in sources]
+    for (i, h), reverse_log_prob in zip(pairs, reverse_log_probs):
+        ranked[i].append(h._replace(score=h.score + weight * reverse_log_prob / source_lengths[i]))
+    return [sorted(beam, key=lambda h: -h.score)[:n_best] for beam in ranked]
 
 
 def batches(lengths: list[int], hparams) -> Iterator[list[int]]:

@@ -88,9 +88,9 @@ def test_hypotheses_are_sorted_by_the_sum_and_cut_to_n_best(monkeypatch):
     beam = [batch_decoding.Hypothesis(text, None, score) for text, score in (("a", -1.0), ("b", -2.0), ("c", -3.0))]
     reverse_log_probs = {"a": -30.0, "b": -3.0, "c": -12.0}
     monkeypatch.setattr(batch_decoding, "score_lines", lambda reverse, hypotheses, sources, **_: [reverse_log_probs[h] for h in hypotheses])
-    ranked = batch_decoding.rerank_by_reverse(None, ["x y", ""], [3, 1], [beam, [batch_decoding.EMPTY] * 3], 1.5, 2)
+    ranked = batch_decoding.rerank_by_reverse(None, ["x y", "z"], [3, 2], [beam, beam[:1]], 1.5, 2)
     assert [(h.text, h.score) for h in ranked[0]] == [("b", pytest.approx(-3.5)), ("c", pytest.approx(-9.0))]
-    assert ranked[1] == [batch_decoding.EMPTY] * 2
+    assert [(h.text, h.score) for h in ranked[1]] == [("a", pytest.approx(-23.5))]  # per source: its own length
 
 
 def test_a_reverse_model_of_the_same_direction_or_with_sampling_is_refused(trained_output_dir, reverse_output_dir):
