@@ -157,6 +157,8 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_shards=2", "--decode_shard_id=2"],
          "error: --decode_shard_id=2: choose 0 to --decode_shards - 1 (1)."),
         ([f"--output_dir={trained_output_dir}"], "error: say what to decode"),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--reverse_model={trained_output_dir}"],
+         f"error: --reverse_model={trained_output_dir} translates en -> de; reranking en -> de needs a de -> en model"),
         # A file the decoder did not write is never replaced unasked, as an output or a score file.
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--decode_to_file={notes}"],
          f"error: --decode_to_file={notes} exists and is not a t2t-keras-decoder output (no {notes}.decode.json); it is never replaced unasked"),
