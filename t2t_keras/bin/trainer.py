@@ -58,6 +58,12 @@ def define_flags() -> None:
         "(DIR/ckpt-N), at step 0 with a fresh optimizer and schedule. Same architecture and vocabulary "
         "(t2t-keras-datagen --vocab_model=THAT_RUN); training hparams may differ.",
     )
+    flags.DEFINE_string(
+        "branch_from", None,
+        "Branch another run: continue its training state at this checkpoint (DIR/ckpt-N, or a run dir's latest) - weights, "
+        "Adam's state and step - in a new --output_dir, on to --train_steps under this run's schedule (e.g. the same run "
+        "with its cooldown ending earlier). The other run is left as it was. Same architecture and vocabulary.",
+    )
     flags.DEFINE_integer("seed", None, "Random seed for initialisation, dropout and the data order (reproducible across resumes).")
     flags.DEFINE_bool("start_over", False, "Delete the checkpoints already in --output_dir and start from step 0.")
     flags.DEFINE_string(
@@ -97,7 +103,7 @@ def main(argv) -> int:
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
         eval_sentences=FLAGS.eval_sentences, decode_hparams=FLAGS.decode_hparams, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
         early_stopping_patience=FLAGS.early_stopping_patience, warm_start_from=FLAGS.warm_start_from,
-        start_over=FLAGS.start_over, kernel_choices=forced_kernels,
+        branch_from=FLAGS.branch_from, start_over=FLAGS.start_over, kernel_choices=forced_kernels,
     )
     try:
         result = trainer.train(problem, hparams, settings, strategy)

@@ -69,6 +69,11 @@ class RunSettings:
     # A run dir or checkpoint whose model weights start this run (at step 0, with a fresh
     # optimizer and schedule): fine-tuning. Ignored once output_dir has checkpoints of its own.
     warm_start_from: str | None = None
+    # A checkpoint (or run dir) of another run whose whole training state (weights, optimizer,
+    # step) this run continues from, in its own output_dir, under its own --train_steps: a
+    # branch, e.g. the same run with its cooldown ending at another step. Ignored once
+    # output_dir has checkpoints of its own.
+    branch_from: str | None = None
     seed: int | None = None  # also makes the data order reproducible, across resumes too
     start_over: bool = False
     # Kernel alternatives forced by name ({"loss_layout": "columns"}); the others are timed at
@@ -78,6 +83,11 @@ class RunSettings:
 
 def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distribute.Strategy) -> dict:
     """Trains to `settings.train_steps`; returns {"step", "loss", "eval": {...}} of the end."""
+    if settings.warm_start_from and settings.branch_from:
+        raise UsageError(
+            "--warm_start_from and --branch_from both start a run from another one: give one (--warm_start_from takes its "
+            "weights to step 0 with a fresh optimizer; --branch_from its whole training state at its step)."
+        )
     run_dir = RunDir(settings.output_dir)
     chief = is_chief(strategy)
     if chief:
@@ -102,7 +112,14 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     # joins this one's (a resumed run has both already, unless its run dir predates shortlists).
     parent = None
     if settings.warm_start_from and (not latest or not files.isfile(run_dir.shortlist_path)):
-        parent = _warm_start_parent(settings.warm_start_from, hparams, vocabularies, settings.data_dir)
+        parent = _parent_run(settings.warm_start_from, "--warm_start_from", hparams, vocabularies, settings.data_dir)
+    branch = None
+    if settings.branch_from and not latest:
+        branch = _branch_point(settings.branch_from, hparams, vocabularies, settings)
+        start_step, kept_kernels = checkpoint_step(branch[1]), branch[0].run_info().get("kernel_choices")
+    elif settings.branch_from:
+        logging.info("%s has checkpoints of its own: resuming at step %d; --branch_from only starts new runs.",
+                     run_dir.path, start_step)
     stopped = _early_stop_record(run_dir, best_metric, settings.early_stopping_patience)
     if chief and (stopped or start_step >= settings.train_steps):  # a run dir of an earlier version gets one
         _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, parent)
@@ -126,10 +143,12 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         record = {"train_steps": settings.train_steps}
         if warm_start:
             record["warm_started_from"] = warm_start
+        if branch:
+            record["branched_from"] = branch[1]
         if structure_tokens is not None:  # so a restore needs no problem catalog
             record["structure_tokens"] = structure_tokens
         run_dir.write(hparams, problem, vocabularies, **record)
-        _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, parent)
+        _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, parent or branch)
         if best_metric:
             best = BestCheckpoint(run_dir, best_metric, higher_is_better=best_metric != "loss")
             best.recover()
@@ -155,6 +174,11 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         latest = manager.save(checkpoint_number=0)  # so a kill before the first save resumes from these weights
         logging.info("Warm-started from %s: its weights, a fresh optimizer and schedule from step 0 (%s).",
                      warm_start, latest)
+    elif branch:
+        checkpoint.restore(branch[1]).assert_existing_objects_matched()
+        latest = manager.save(checkpoint_number=start_step)  # this run's own first checkpoint: a kill resumes here
+        logging.info("Branched from %s: its weights, optimizer state and step %d, on to step %d here (%s).",
+                     branch[1], start_step, settings.train_steps, latest)
 
     # With a seed, the data order is a function of it, and a resumed run skips what was trained on.
     skip = start_step * hparams.gradient_accumulation_steps if settings.seed is not None else 0
@@ -221,28 +245,43 @@ def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, pare
         return
     started = time.time()
     shortlist = Shortlist.from_data_dir(problem, data_dir, vocabularies)
-    if parent and files.isfile(parent[0].shortlist_path):  # the parent's ids are ours (`_warm_start_parent`)
+    if parent and files.isfile(parent[0].shortlist_path):  # the parent's ids are ours (`_parent_run`)
         shortlist = shortlist.merged(load_run_shortlist(parent[0]))
     shortlist.save(run_dir.shortlist_path)
     logging.info("Wrote %s (%.0f s).", run_dir.shortlist_path, time.time() - started)
 
 
-def _warm_start_parent(path: str, hparams: HParams, vocabularies, data_dir: str) -> tuple[RunDir, str]:
-    """(run dir, checkpoint) that --warm_start_from names, after checking that its model has this
-    run's architecture and vocabularies."""
-    parent, checkpoint = resolve_checkpoint(path, "--warm_start_from")
+def _parent_run(path: str, flag: str, hparams: HParams, vocabularies, data_dir: str) -> tuple[RunDir, str]:
+    """(run dir, checkpoint) that `flag` (--warm_start_from, --branch_from) names, after checking
+    that its model has this run's architecture and vocabularies."""
+    parent, checkpoint = resolve_checkpoint(path, flag)
     differences = parent.hparams().differences(hparams, group=MODEL)
     if differences:
         raise UsageError(
-            f"--warm_start_from={path} is a model with other architecture hparams ({'; '.join(differences)}); "
-            "warm-starting needs the same architecture (dropout, learning rate and other training hparams may differ)."
+            f"{flag}={path} is a model with other architecture hparams ({'; '.join(differences)}); "
+            f"{flag} needs the same architecture (dropout, learning rate and other training hparams may differ)."
         )
     difference = parent.vocabularies().difference(vocabularies)
     if difference:
         raise UsageError(
-            f"--warm_start_from={path}: {difference} is not the one in --data_dir={data_dir}; make the data with "
+            f"{flag}={path}: {difference} is not the one in --data_dir={data_dir}; make the data with "
             f"t2t-keras-datagen --vocab_model={parent.path}."
         )
+    return parent, checkpoint
+
+
+def _branch_point(path: str, hparams: HParams, vocabularies, settings: RunSettings) -> tuple[RunDir, str]:
+    """(run dir, checkpoint) that --branch_from names: a trainer checkpoint (weights and optimizer
+    state) of this architecture and vocabulary, before --train_steps."""
+    parent, checkpoint = _parent_run(path, "--branch_from", hparams, vocabularies, settings.data_dir)
+    if not holds_training_state(parent, checkpoint):
+        raise UsageError(
+            f"--branch_from={path} holds model weights only (an average, best/ or a weights-only copy): branch from one of "
+            f"the trainer's own checkpoints (DIR/ckpt-N), or start from these weights with --warm_start_from."
+        )
+    step = checkpoint_step(checkpoint)
+    if step >= settings.train_steps:
+        raise UsageError(f"--branch_from={path} is at step {step}: give a --train_steps above it (now {settings.train_steps}).")
     return parent, checkpoint
 
 

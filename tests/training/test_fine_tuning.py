@@ -112,7 +112,7 @@ def test_warm_start_refuses_another_vocabulary_or_architecture(trained_output_di
     with pytest.raises(UsageError, match=r"--warm_start_from=.*: its vocabulary \(8000 pieces, not \d+\) is not the one in "
                                          r"--data_dir=.*; make the data with t2t-keras-datagen --vocab_model="):
         warm_start(own, str(tmp_path / "own"), hparams)
-    with pytest.raises(UsageError, match=r"other architecture hparams \(hidden_size: 32 -> 64\); warm-starting needs"):
+    with pytest.raises(UsageError, match=r"other architecture hparams \(hidden_size: 32 -> 64\); --warm_start_from needs"):
         warm_start(problem, data, registry.hparams("transformer_tiny", _child_overrides(RunDir(trained_output_dir).hparams()) + ",hidden_size=64"))
     with pytest.raises(UsageError, match=r"--warm_start_from=.*nowhere: no such run dir or checkpoint"):
         warm_start(problem, data, hparams, str(tmp_path / "nowhere"))

@@ -220,6 +220,8 @@ def test_cli_bad_input_one_line(multi30k_data_dir, tmp_path):
                           "error: invalid hparams: hidden_size=128 is not divisible by num_heads=3")  # the last --hparams wins
     assert_one_line_error(run(f"--data_dir={tmp_path / 'none'}", f"--output_dir={tmp_path / 'o'}"),
                           "error: --data_dir=")
+    assert_one_line_error(run(f"--data_dir={multi30k_data_dir}", f"--output_dir={tmp_path / 'o'}", f"--branch_from={tmp_path / 'none'}"),
+                          "error: --branch_from=")  # the flag reaches the trainer
 
 
 def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_and_the_best(multi30k_data_dir, tmp_path):
@@ -322,3 +324,38 @@ def _resume_with_other_settings(multi30k_data_dir, tmp_path, monkeypatch, caplog
     moved = [line for line in lines if line.startswith("The learning rate cools down to 0")]
     assert len(moved) == 1 and "(was 4, now 6): from step 4 it is" in moved[0] and "--warm_start_from=" in moved[0], lines
     assert any("best is kept by dev bleu, which --eval_sentences=0 does not compute" in line for line in lines), lines
+
+
+def test_a_branch_continues_the_runs_training_state_and_leaves_it_as_it_was(multi30k_data_dir, tmp_path):
+    """--branch_from=RUN/ckpt-2 with the run's own --train_steps ends with the run's weights, Adam's
+    slots and step (seeded, no dropout: the data order goes on where ckpt-2 was); the run itself is
+    untouched; the branch records where it came from and its own checkpoints from step 2.
+    Refused: an average (weights only), a step not below --train_steps, both start flags."""
+    no_dropout = "layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0,learning_rate_cooldown_steps=3"
+    same = dict(seed=7, kernel_choices={"loss_layout": "columns"})
+    _train(tmp_path / "trunk", multi30k_data_dir, 6, no_dropout, **same)
+    trunk_before = _training_state(tmp_path / "trunk", 6)
+    branch_point = str(tmp_path / "trunk" / "ckpt-2")
+    result = _train(tmp_path / "branch", multi30k_data_dir, 6, no_dropout, branch_from=branch_point, **same)
+    assert result["step"] == 6
+
+    branch = RunDir(tmp_path / "branch")
+    assert [os.path.basename(p) for p in branch.checkpoints()] == ["ckpt-2", "ckpt-4", "ckpt-6"]
+    assert branch.run_info()["branched_from"] == branch_point
+    assert [part["from_step"] for part in branch.run_info()["training"]] == [2]
+    branched, trained = _training_state(tmp_path / "branch", 6), _training_state(tmp_path / "trunk", 6)
+    assert branched.keys() == trained.keys() and branched["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 6
+    for name in trained:
+        np.testing.assert_allclose(branched[name], trained[name], rtol=0, atol=1e-6, err_msg=name)
+    for name, value in _training_state(tmp_path / "trunk", 6).items():  # the trunk as it was
+        np.testing.assert_array_equal(value, trunk_before[name])
+    assert [os.path.basename(p) for p in RunDir(tmp_path / "trunk").checkpoints()] == ["ckpt-2", "ckpt-4", "ckpt-6"]
+
+    average_checkpoints(str(tmp_path / "trunk"), 2, str(tmp_path / "avg"))
+    with pytest.raises(UsageError, match=r"--branch_from=.*avg holds model weights only .* --warm_start_from"):
+        _train(tmp_path / "other", multi30k_data_dir, 8, no_dropout, branch_from=str(tmp_path / "avg"))
+    with pytest.raises(UsageError, match=r"--branch_from=.*ckpt-6 is at step 6: give a --train_steps above it \(now 6\)"):
+        _train(tmp_path / "other", multi30k_data_dir, 6, no_dropout, branch_from=str(tmp_path / "trunk" / "ckpt-6"))
+    with pytest.raises(UsageError, match="--warm_start_from and --branch_from both start a run"):
+        _train(tmp_path / "other", multi30k_data_dir, 8, no_dropout, branch_from=branch_point, warm_start_from=branch_point)
+    assert not (tmp_path / "other" / "ckpt-6.index").exists()
