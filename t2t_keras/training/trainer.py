@@ -117,9 +117,6 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     if settings.branch_from and not latest:
         branch = _branch_point(settings.branch_from, hparams, vocabularies, settings)
         start_step, kept_kernels = checkpoint_step(branch[1]), branch[0].run_info().get("kernel_choices")
-    elif settings.branch_from:
-        logging.info("%s has checkpoints of its own: resuming at step %d; --branch_from only starts new runs.",
-                     run_dir.path, start_step)
     stopped = _early_stop_record(run_dir, best_metric, settings.early_stopping_patience)
     if chief and (stopped or start_step >= settings.train_steps):  # a run dir of an earlier version gets one
         _write_shortlist(run_dir, problem, settings.data_dir, vocabularies, parent)
@@ -131,9 +128,10 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         logging.info("%s is at step %d >= --train_steps=%d: nothing to do.", run_dir.path, start_step, settings.train_steps)
         return {"step": start_step, "already_done": True}
     warm_start = None
-    if settings.warm_start_from and latest:
-        logging.info("%s has checkpoints of its own: resuming at step %d; --warm_start_from only starts new runs.",
-                     run_dir.path, start_step)
+    start_flag = "--warm_start_from" if settings.warm_start_from else "--branch_from" if settings.branch_from else None
+    if start_flag and latest:
+        logging.info("%s has checkpoints of its own: resuming at step %d; %s only starts new runs.",
+                     run_dir.path, start_step, start_flag)
     elif parent:
         warm_start = parent[1]
     if latest:
