@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Dev F1 of the parsing recipe against its training compute (issue 43): the README's recipe
-# (transformer_parsing_small on parsing_english_ptb_sample_words) at 1x, 2x, 3x its 3000 steps.
+# (transformer_parsing_small on parsing_english_ptb_sample_words) at 1x, 2x, 3x its 6000 steps.
 #
 #   datagen -> one trunk trained to the longest point, a checkpoint every SAVE_STEPS kept
 #   -> each shorter point a branch of the trunk where its own cooldown starts (--branch_from)
 #   -> every point decoded as the README decodes (beam 4, alpha 0.3, constrained) -> EVALB
 #
-#   bash examples/parsing_curve.sh                # points 1x 2x 3x: 9000 + 2 x 900 steps in all
-#   POINTS="1 2" bash examples/parsing_curve.sh   # 6000 + 900
+#   bash examples/parsing_curve.sh                # points 1x 2x 3x: 18000 + 2 x 1800 steps in all
+#   POINTS="1 2" bash examples/parsing_curve.sh   # 12000 + 1800
 #
 # Before its cooldown the recipe's schedule does not depend on --train_steps, so the trunk's
 # checkpoint at k x STEPS - cooldown is where a k x STEPS run would be; the branch trains on
@@ -20,9 +20,9 @@ set -euo pipefail
 BIN_GIVEN=${BIN:-}
 BIN=${BIN:-.venv/bin}
 OUT=${OUT:-out/parse_curve}
-STEPS=${STEPS:-3000}                 # the recipe's steps: the 1x point
+STEPS=${STEPS:-6000}                 # the recipe's steps: the 1x point
 POINTS=${POINTS:-1 2 3}              # multiples of STEPS, ascending
-SAVE_STEPS=${SAVE_STEPS:-300}        # the trunk's checkpoints; every branch point must be one
+SAVE_STEPS=${SAVE_STEPS:-600}        # the trunk's checkpoints; every branch point must be one
 HPARAMS=${HPARAMS:-}                 # overrides of transformer_parsing_small (the tests shrink it)
 SEED=${SEED:-1}
 PROBLEM=parsing_english_ptb_sample_words
