@@ -12,13 +12,16 @@ import time
 
 import pytest
 
+from t2t_keras.decoding.file_decoding import window_lines
+from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from tests.testing import assert_one_line_error, popen_interruptible, run_side_by_side
 
 pytestmark = pytest.mark.slow
 
-FAST = "--decode_hparams=beam_size=1,extra_length=3,sentences_per_batch=8"
-WINDOW = 64  # lines: 8 batches of 8 (file_decoding.window_lines)
+DECODE_HPARAMS = "beam_size=1,extra_length=3,sentences_per_batch=8"
+FAST = f"--decode_hparams={DECODE_HPARAMS}"
+WINDOW = window_lines(apply_overrides(DecodeHParams(), DECODE_HPARAMS, "--decode_hparams"))  # lines written at a time
 LINES = 5 * WINDOW - 20
 
 
