@@ -25,6 +25,7 @@ Decoding is constrained to well-formed trees with one XX per input word
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import io
 import os
@@ -54,6 +55,7 @@ class ParsingProblem(Problem):
 
     splits_by_file: ClassVar[dict[str, tuple[int, int]]]
     copy_words: ClassVar[bool] = False  # targets spell the words instead of XX (stripped before scoring)
+    closing_labels: ClassVar[bool] = False  # ")NP" instead of ")": the decoder sees what it closed
     # The paper's parsing decode settings (section 6.3): beam 21, alpha 0.3, input + 300.
     decode_defaults = DecodeHParams(beam_size=21, alpha=0.3, extra_length=300)
     eval_split = "dev"
@@ -103,12 +105,12 @@ class ParsingProblem(Problem):
         from t2t_keras.parsing.trees import linearize
 
         for _, tree in self.trees(split, tmp_dir):
-            yield " ".join(tree.leaves()), linearize(tree, words=self.copy_words)
+            yield " ".join(tree.leaves()), linearize(tree, words=self.copy_words, closing_labels=self.closing_labels)
 
     def token_filter(self, vocabularies):
         from t2t_keras.parsing.tree_filter import TreeFilter
 
-        return TreeFilter(vocabularies, copy_words=self.copy_words)
+        return TreeFilter(vocabularies, copy_words=self.copy_words, closing_labels=self.closing_labels)
 
     def structure_tokens(self, vocabularies) -> list[int] | None:
         """With `copy_words`: the brackets and EOS, between the copied words; else None (XX
@@ -222,3 +224,18 @@ class ParsingEnglishPtbSampleWords(ParsingEnglishPtbSample):
         size=8000, size_is_bound=True, user_defined_symbols=tuple(WORD_START + "(" + label for label in PTB_LABELS) + (WORD_START + ")",)
     )
     target_vocab_spec = None
+
+
+@register_problem()
+class ParsingEnglishPtbSampleWordsClosingLabels(ParsingEnglishPtbSampleWords):
+    """parsing_english_ptb_sample_words with labelled closing brackets, "(S (NP Pierre Vinken )NP
+    left )S": each ")" says which constituent it ends, so the decoder need not count brackets
+    back to the matching opening. Decoding allows only the innermost open label's ")LABEL"."""
+
+    name = "parsing_english_ptb_sample_words_closing_labels"
+    closing_labels = True
+    vocab_spec = dataclasses.replace(
+        ParsingEnglishPtbSampleWords.vocab_spec,
+        user_defined_symbols=ParsingEnglishPtbSampleWords.vocab_spec.user_defined_symbols
+        + tuple(WORD_START + ")" + label for label in PTB_LABELS),
+    )

@@ -4,9 +4,10 @@
       -> source  "Pierre Vinken will ... ."
       -> target  "(S (NP XX XX ) (VP XX ... ) XX )"
 
-Opening brackets carry the label, closing brackets do not, and every part-of-speech tag
-becomes the placeholder XX (tags are not part of the bracket F1). `restore` turns any
-token sequence back into a tree over exactly the input words, counting what it repaired.
+Opening brackets carry the label; closing brackets do not, or with `closing_labels` repeat
+it ("(NP XX XX )NP", as that paper draws it). Every part-of-speech tag becomes the
+placeholder XX (tags are not part of the bracket F1). `restore` turns any token sequence back
+into a tree over exactly the input words, counting what it repaired.
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ def remove_empty_elements(tree):
     return Tree(strip_function_tags(tree.label()), children) if children else None
 
 
-def linearize(tree: Tree, words: bool = False) -> str:
-    """The target sequence of a preprocessed tree: "(S (NP XX XX ) XX )", or with `words`
-    the words in place of XX: "(S (NP Pierre Vinken ) left )"."""
+def linearize(tree: Tree, words: bool = False, closing_labels: bool = False) -> str:
+    """The target sequence of a preprocessed tree: "(S (NP XX XX ) XX )", with `words` the
+    words in place of XX: "(S (NP Pierre Vinken ) left )", with `closing_labels` each ")"
+    followed by its constituent's label: "(S (NP XX XX )NP XX )S"."""
     tokens: list[str] = []
 
     def walk(node):
@@ -73,7 +75,7 @@ def linearize(tree: Tree, words: bool = False) -> str:
         tokens.append("(" + node.label())
         for child in node:
             walk(child)
-        tokens.append(CLOSE)
+        tokens.append(CLOSE + node.label() if closing_labels else CLOSE)
 
     walk(tree)
     return " ".join(tokens)
@@ -84,6 +86,7 @@ class Repairs:
     """What `restore` had to change to make a tree of a decoded sequence."""
 
     unmatched_closings: int = 0  # ")" with nothing open: dropped
+    mislabelled_closings: int = 0  # ")VP" closing an NP: closes it all the same
     unclosed_openings: int = 0  # closed at the end
     empty_constituents: int = 0  # "(NP )": dropped
     unknown_tokens: int = 0  # neither "(LABEL", ")" nor XX: dropped
@@ -96,8 +99,18 @@ class Repairs:
         return sum(dataclasses.astuple(self))
 
 
+def _is_label(text: str) -> bool:
+    return bool(text) and "(" not in text and ")" not in text
+
+
+def is_closing(token: str) -> bool:
+    """")" or, with closing labels, ")LABEL" (capitals: ")NP", ")PRT|ADVP"; not a word such as "):")."""
+    label = token[1:]
+    return token == CLOSE or (token.startswith(CLOSE) and label.replace("|", "").isalpha() and label.isupper())
+
+
 def is_bracket(token: str) -> bool:
-    return token == CLOSE or (token.startswith("(") and len(token) > 1 and "(" not in token[1:] and ")" not in token)
+    return is_closing(token) or (token.startswith("(") and _is_label(token[1:]))
 
 
 def words_to_placeholders(sequence: str) -> str:
@@ -119,17 +132,19 @@ def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
         (stack[-1] if stack else top).append(node)
 
     for token in sequence.split():
-        if is_bracket(token) and token != CLOSE:
-            stack.append(Tree(token[1:], []))
-        elif token == CLOSE:
+        if is_closing(token):
             if not stack:
                 repairs.unmatched_closings += 1
                 continue
             node = stack.pop()
+            if token != CLOSE and token[1:] != node.label():
+                repairs.mislabelled_closings += 1
             if len(node) == 0:
                 repairs.empty_constituents += 1
             else:
                 attach(node)
+        elif is_bracket(token):
+            stack.append(Tree(token[1:], []))
         elif token == PLACEHOLDER:
             if next_word == len(words):
                 repairs.extra_placeholders += 1

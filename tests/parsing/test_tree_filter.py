@@ -77,6 +77,34 @@ def test_at_most_six_constituents_opened_in_a_row():
     assert _allowed_after([S] + [NP] * 5 + [XX]) >= {S, NP, VP}  # a word resets the run
 
 
+LABELLED = TARGET + ["▁)S", "▁)NP", "▁)VP"]
+CLOSE_S, CLOSE_NP, CLOSE_VP = 9, 10, 11
+
+
+def _allowed_with_closing_labels(tokens):
+    token_filter = TreeFilter(Vocabularies(PieceList(SOURCE), PieceList(LABELLED)), closing_labels=True)
+    state = token_filter.initial_state(tf.constant([SENTENCE]), 1)
+    for token in tokens:
+        state = token_filter.update(state, tf.constant([token]))
+    allowed = token_filter.allowed(state, tf.constant([100]))[0].numpy()
+    return {token for token in range(len(LABELLED)) if allowed[token]}
+
+
+def test_closing_labels_close_the_innermost_open_constituent_only():
+    gold = [S, NP, XX, XX, CLOSE_NP, VP, XX, CLOSE_VP, XX, CLOSE_S, EOS_ID]
+    for step in range(len(gold)):
+        assert gold[step] in _allowed_with_closing_labels(gold[:step]), step
+    assert _allowed_with_closing_labels([S, NP, XX]) == {S, NP, VP, XX, CLOSE_NP}  # not ")", ")S" or ")VP"
+    assert _allowed_with_closing_labels([S, NP, VP, XX, CLOSE_VP]) == {S, NP, VP, XX, CLOSE_NP}  # the label below
+    assert _allowed_with_closing_labels(gold[:9]) == {CLOSE_S}
+    # Unlabelled, the same vocabulary's labelled closings are closings of any constituent.
+    token_filter = TreeFilter(Vocabularies(PieceList(SOURCE), PieceList(LABELLED)))
+    state = token_filter.initial_state(tf.constant([SENTENCE]), 1)
+    for token in (S, NP, XX):
+        state = token_filter.update(state, tf.constant([token]))
+    assert token_filter.allowed(state, tf.constant([100]))[0].numpy()[[CLOSE, CLOSE_S, CLOSE_NP, CLOSE_VP]].all()
+
+
 def _replaying(logits, beam_size):
     """A step function giving each hypothesis its row of `logits` [steps, B * K, V] at each
     step, found by its sentence's number (the sentence_state) as sentences leave the search."""
@@ -87,15 +115,17 @@ def _replaying(logits, beam_size):
     return step
 
 
-@pytest.mark.parametrize("extra_length", [3, 6, 40])
-def test_beam_search_under_the_filter_gives_trees_over_exactly_the_words(extra_length):
+@pytest.mark.parametrize("extra_length, closing_labels", [(3, False), (6, False), (40, False), (3, True), (40, True)])
+def test_beam_search_under_the_filter_gives_trees_over_exactly_the_words(extra_length, closing_labels):
     """Random logits, a batch of sentences of different lengths, room from tight (the flat
-    tree is the only fit: 2 + words + ... tokens) to ample: every hypothesis is a tree."""
+    tree is the only fit: 2 + words + ... tokens) to ample: every hypothesis is a tree (with
+    `closing_labels`, one whose every ")LABEL" names what it closes)."""
     sentences = tf.constant([[3, 4, 5, 6, 7, 1], [3, 1, 0, 0, 0, 0], [3, 5, 7, 1, 0, 0]])
     words = [["The", "cat", "sats", "."], ["The"], ["The", "sat", "."]]
     beam_size, batch = 4, 3
-    token_filter = TreeFilter(VOCABULARIES)
-    logits = tf.random.stateless_normal([64, batch * beam_size, len(TARGET)], seed=[1, 2], stddev=3.0)
+    target = LABELLED if closing_labels else TARGET
+    token_filter = TreeFilter(Vocabularies(PieceList(SOURCE), PieceList(target)), closing_labels=closing_labels)
+    logits = tf.random.stateless_normal([64, batch * beam_size, len(target)], seed=[1, 2], stddev=3.0)
     max_lengths = tf.constant([len(w) for w in words]) + extra_length
     result = beam_search(
         _replaying(logits, beam_size), (), batch, beam_size, 0.3, max_lengths, EOS_ID,
@@ -107,9 +137,10 @@ def test_beam_search_under_the_filter_gives_trees_over_exactly_the_words(extra_l
         assert scores[0] > -1e8  # (a tight limit may leave fewer trees than beams: the rest score -1e9)
         for hypothesis, length in zip(ids[scores > -1e8], lengths[scores > -1e8]):
             assert hypothesis[length - 1] == EOS_ID and length <= limit
-            text = " ".join(TARGET[t][1:] for t in hypothesis[: length - 1])
+            text = " ".join(target[t][1:] for t in hypothesis[: length - 1])
             tree, repairs = restore(text, sentence_words)
             assert repairs.total == 0, text
+            assert (")" in text.split()) != closing_labels  # the root's ")" at least, or never
             assert tree.leaves() == sentence_words
 
 

@@ -41,13 +41,28 @@ def test_every_shipped_tree_round_trips_with_f1_100():
         for _, tree in problem.trees(split, None):
             restored, repairs = restore(linearize(tree), tree.leaves())
             assert repairs.total == 0
-            # The words variant's targets carry the same tree once the words become XX.
+            # The words variant's targets carry the same tree once the words become XX, with
+            # labelled closings too.
             assert words_to_placeholders(linearize(tree, words=True)) == linearize(tree)
+            labelled, repairs = restore(words_to_placeholders(linearize(tree, words=True, closing_labels=True)), tree.leaves())
+            assert labelled == restored and repairs.total == 0
             golds.append(tree)
             tests.append(restored)
     assert len(golds) == 3396 + 273  # the sample's train and dev trees
     result = evaluate(zip(golds, tests))
     assert (result.f1, result.exact_match, result.errors, result.sentences) == (100.0, 100.0, 0, 3396 + 273)
+
+
+def test_closing_labels_name_the_constituent_they_close():
+    tree = preprocess(Tree.fromstring(RAW))
+    assert linearize(tree, words=True, closing_labels=True) == (
+        "(S (NP Mr. Vinken )NP (VP is (VP expected (S (VP to (VP retire )VP )VP )S )VP )VP . )S"
+    )
+    # A wrong label still closes the innermost constituent, and is counted.
+    restored, repairs = restore("(S (NP XX XX )VP XX )S", ["a", "b", "c"])
+    assert to_line(restored) == "(S (NP (XX a) (XX b)) (XX c))" and repairs.mislabelled_closings == 1
+    # Words that start with ")" are words, not closings.
+    assert words_to_placeholders("(S ): )NP )PRT|ADVP )") == "(S XX )NP )PRT|ADVP )"
 
 
 def test_repairs_are_counted():

@@ -139,6 +139,33 @@ def test_copy_positions_need_targets_that_copy_the_source(tmp_path):
     assert len(structure) == len(PTB_LABELS) + 2 and "</s>" in pieces and "\u2581)" in pieces and "\u2581(NP" in pieces
 
 
+def test_closing_labels_are_single_pieces_and_every_gold_tree_passes_the_filter(tmp_path):
+    """With the problem's own vocabulary, each dev tree's target, token by token, is what the
+    constrained search allows: the filter never forbids a gold tree."""
+    import tensorflow as tf
+
+    from t2t_keras.parsing.trees import linearize
+
+    problem = registry.problem("parsing_english_ptb_sample_words_closing_labels")
+    raw = sample_slice(tmp_path / "raw")
+    datagen.generate(problem, str(tmp_path / "data"), raw, progress=False)
+    vocabularies = problem.load_vocabularies(str(tmp_path / "data"))
+    structure = vocabularies.target.pieces(problem.structure_tokens(vocabularies))
+    assert len(structure) == 2 * len(PTB_LABELS) + 2 and "\u2581)NP" in structure and "\u2581)S" in structure
+    pairs = list(problem.text_pairs("dev", raw, TextStats()))
+    assert all(")" not in target.split() for _, target in pairs)  # every closing labelled
+    trees = [tree for _, tree in problem.trees("dev", raw)]
+    assert [target for _, target in pairs] == [linearize(tree, words=True, closing_labels=True) for tree in trees]
+    token_filter = problem.token_filter(vocabularies)
+    for source, target in pairs[:20]:
+        ids = vocabularies.target.encode(target, add_eos=True)
+        state = token_filter.initial_state(tf.constant([vocabularies.source.encode(source, add_eos=True)]), 1)
+        for step, token in enumerate(ids):
+            if step:
+                state = token_filter.update(state, tf.constant([ids[step - 1]]))
+            assert token_filter.allowed(state, tf.constant([len(ids) - step]))[0, token], (target, step)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("problem_name, hparams_set, raw", [
     ("parsing_english_ptb_sample", "transformer_parsing_tiny", sample_slice),
