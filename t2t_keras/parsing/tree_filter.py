@@ -55,12 +55,13 @@ def target_token_classes(vocabulary) -> np.ndarray:
     return classes
 
 
-def bracket_labels(vocabulary) -> np.ndarray:
+def bracket_labels(pieces: list[str], classes: np.ndarray) -> np.ndarray:
     """A number per label for every "▁(LABEL" and "▁)LABEL" token (the same for both
-    brackets of a label), -1 for every other token, the unlabelled "▁)" included."""
+    brackets of a label), -1 for every other token, the unlabelled "▁)" included; `classes`
+    are the pieces' `target_token_classes`."""
     numbers: dict[str, int] = {}
-    labels = np.full(vocabulary.size, -1, np.int32)
-    for token, (piece, kind) in enumerate(zip(vocabulary.pieces(range(vocabulary.size)), target_token_classes(vocabulary))):
+    labels = np.full(len(pieces), -1, np.int32)
+    for token, (piece, kind) in enumerate(zip(pieces, classes)):
         if kind in (OPEN, SHUT) and len(piece) > 2:
             labels[token] = numbers.setdefault(piece[2:], len(numbers))
     return labels
@@ -88,7 +89,7 @@ class TreeFilter:
         starts_word = [piece.startswith(WORD_START) for piece in vocabularies.source.pieces(range(vocabularies.source.size))]
         self.vocab_size = len(pieces)
         self.token_classes = tf.constant(classes)
-        self.labels = tf.constant(bracket_labels(vocabularies.target))
+        self.labels = tf.constant(bracket_labels(pieces, classes))
         self.is_closing = tf.constant(classes == SHUT)
         self.starts_word = tf.constant(np.asarray(starts_word))
 
