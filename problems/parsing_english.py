@@ -17,6 +17,11 @@ are read with nltk's treebank reader from .mrg files and preprocessed the standa
                               which keep most words whole (the shared 2000-piece vocabulary
                               split a 33-word sentence into 54), and the tree's symbols as
                               whole words on the target side.
+  parsing_english_ptb_sample_words
+                              the sample with the words in the targets and one shared
+                              vocabulary (the README's parsing recipe).
+  parsing_english_ptb_sample_words_closing_labels
+                              the same with labelled closing brackets, "... )NP".
 
 Decoding is constrained to well-formed trees with one XX per input word
 (`parsing.tree_filter`; `--decode_hparams=constrained=false` turns it off).
