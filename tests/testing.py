@@ -9,6 +9,7 @@ import pathlib
 import random
 import signal
 import subprocess
+import time
 import zlib
 
 import keras
@@ -220,6 +221,30 @@ def popen_interruptible(command, **kwargs) -> subprocess.Popen:
     background (nohup make test &) passes SIGINT down ignored, and Python then installs no
     Ctrl-C handler, so a test of Ctrl-C would pass or fail by how the suite was started."""
     return subprocess.Popen(command, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
+
+
+def interrupt_while(process: subprocess.Popen, unfinished) -> bool:
+    """Ctrl-C for `process` at a moment when `unfinished()` is still true: the process is paused
+    (SIGSTOP) while that is checked, and the SIGINT waits for it to go on, so the interrupt cannot
+    arrive after the work it should cut short (a starved test process once sent it as the command
+    was already exiting: status 0). False, and nothing sent, if the work was done by then."""
+    process.send_signal(signal.SIGSTOP)
+    try:
+        while process.poll() is None and _process_state(process.pid) not in ("T", "Z"):
+            time.sleep(0.001)  # SIGSTOP takes effect when the process next enters the kernel
+        if process.poll() is not None or not unfinished():
+            return False
+        process.send_signal(signal.SIGINT)
+        return True
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+
+
+def _process_state(pid: int) -> str:
+    """The one-letter state of /proc/PID/stat (T: stopped, Z: exited, not yet reaped)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 def run_side_by_side(commands, **kwargs):

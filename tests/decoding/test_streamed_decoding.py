@@ -15,7 +15,7 @@ import pytest
 from t2t_keras.decoding.file_decoding import window_lines
 from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
-from tests.testing import assert_one_line_error, popen_interruptible, run_side_by_side
+from tests.testing import assert_one_line_error, interrupt_while, popen_interruptible, run_side_by_side
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +117,7 @@ def test_ctrl_c_keeps_the_lines_written_and_says_so_on_its_own_line(trained_outp
     deadline = time.time() + 300
     while time.time() < deadline and process.poll() is None:
         if output.exists() and output.read_bytes().count(b"\n") >= WINDOW:
-            process.send_signal(signal.SIGINT)
+            assert interrupt_while(process, lambda: output.read_bytes().count(b"\n") < LINES), "decoded every line first"
             break
         time.sleep(0.05)
     stderr = process.communicate()[1]
