@@ -92,6 +92,13 @@ class HParams:
         "twice with independent dropout and alpha x the symmetric KL divergence of the two predictions joins the "
         "loss; twice the compute of an update",
     )
+    subword_sampling: float = _field(
+        0.0, TRAINING,
+        "not in the paper: each training pair is segmented anew every time it is read, by SentencePiece's "
+        "sampling with this alpha: BPE-dropout (Provilkov et al., 2020; the probability of dropping a merge) for "
+        "a BPE vocabulary, subword regularisation (Kudo, 2018; the smoothing) for a unigram one; evaluation and "
+        "decoding keep the one segmentation. OpenNMT-tf's sp_alpha. The draws are SentencePiece's own, not --seed's",
+    )
     # --- optimizer and schedule (section 5.3) ---
     adam_beta1: float = _field(0.9, TRAINING, "Adam beta1")
     adam_beta2: float = _field(0.98, TRAINING, "Adam beta2")
@@ -133,7 +140,7 @@ class HParams:
                     f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}; "
                     "set attention_key_depth and attention_value_depth"
                 )
-        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing", "subword_sampling"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 problems.append(f"{name}={getattr(self, name)} must be in [0, 1)")
         if self.max_length > self.tokens_per_batch:

@@ -198,7 +198,7 @@ class Problem(abc.ABC):
         return Vocabularies(source, source if self.shared_vocabulary else Vocabulary.load(self.vocab_path(data_dir, "target")))
 
     def dataset(self, split: str, data_dir: str, tokens_per_batch: int, training: bool, max_length: int = 0,
-                input_context=None, seed: int | None = None):
+                input_context=None, seed: int | None = None, subword_sampling: float = 0.0):
         """Batches {"inputs": [B, S], "targets": [B, T]} int32 (0-padded, EOS-terminated).
 
         Args:
@@ -210,10 +210,17 @@ class Problem(abc.ABC):
           max_length: longest pair kept in training, in tokens (0 = tokens_per_batch).
           input_context: a tf.distribute.InputContext, to read this pipeline's share.
           seed: shuffle seed.
+          subword_sampling: in training, each pair's text segmented anew at every read by the
+            vocabularies' sampling with this alpha (the `subword_sampling` hparam); 0: as written.
         """
         from t2t_keras.data import manifest, pipeline
 
         files = manifest.shard_files(self, data_dir, split)
+        resegmenters = None
+        if training and subword_sampling:
+            resegmenters = tuple(vocabulary.sampled_resegmenter(subword_sampling)
+                                 for vocabulary in self.load_vocabularies(data_dir))
         return pipeline.batched_dataset(
-            files, tokens_per_batch, training=training, max_length=max_length, input_context=input_context, seed=seed
+            files, tokens_per_batch, training=training, max_length=max_length, input_context=input_context, seed=seed,
+            resegmenters=resegmenters,
         )

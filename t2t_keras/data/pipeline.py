@@ -33,12 +33,15 @@ def pair_length(example) -> tf.Tensor:
     return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])
 
 
-def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: int = 0, input_context=None, seed=None):
+def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: int = 0, input_context=None, seed=None,
+                    resegmenters=None):
     """Token-budget batches {"inputs": [B, S], "targets": [B, T]} (int32, 0-padded) from `files`.
 
     Training reads shards interleaved and shuffled, drops pairs longer than `max_length`
     (default: the budget) and repeats forever. Otherwise one pass in file order (the
     bucketing order is deterministic); pairs longer than the budget come one per batch.
+    `resegmenters` (training only): a (source, target) pair of `Vocabulary.sampled_resegmenter`s,
+    applied to every pair as it is read, before the length filter and the bucketing.
     """
     max_length = max_length or tokens_per_batch
     if max_length > tokens_per_batch:
@@ -59,7 +62,8 @@ def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: in
     if shard_records:
         records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     keep_up_to = max_length if training else None
-    examples = records.batch(PARSE_BLOCK).flat_map(lambda block: _parse_block(block, keep_up_to))
+    resegmenters = resegmenters if training else None
+    examples = records.batch(PARSE_BLOCK).flat_map(lambda block: _parse_block(block, keep_up_to, resegmenters))
     examples = examples.map(_dense_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training or seed is not None)
     if training:
         examples = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
@@ -71,12 +75,15 @@ def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: in
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
-def _parse_block(serialized, keep_up_to):
-    """A block of serialized Examples -> a dataset of its pairs, dropping those over `keep_up_to`.
+def _parse_block(serialized, keep_up_to, resegmenters):
+    """A block of serialized Examples -> a dataset of its pairs (segmented anew by `resegmenters`
+    if given), dropping those over `keep_up_to`.
 
     Parsing and filtering a block at once costs a fraction of doing it per record.
     """
     inputs, targets = parse_examples(serialized)
+    if resegmenters is not None:
+        inputs, targets = resegmenters[0](inputs), resegmenters[1](targets)
     if keep_up_to is not None:
         keep = tf.maximum(inputs.row_lengths(), targets.row_lengths()) <= keep_up_to
         inputs, targets = tf.ragged.boolean_mask(inputs, keep), tf.ragged.boolean_mask(targets, keep)

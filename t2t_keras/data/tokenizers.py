@@ -131,6 +131,18 @@ class Vocabulary:
 
         return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, add_eos=add_eos, out_type="int32")
 
+    def sampled_resegmenter(self, alpha: float):
+        """A graph function from EOS-terminated ids of this vocabulary (ragged [N, None]) to ids of
+        the same text in a segmentation sampled by SentencePiece (`alpha`: a BPE model's merge
+        dropout probability, a unigram model's smoothing), each row again EOS-terminated."""
+        import tensorflow_text
+
+        reader = self.tf_tokenizer()
+        sampler = tensorflow_text.SentencepieceTokenizer(
+            model=self.model_proto, out_type="int32", nbest_size=-1, alpha=alpha, add_eos=True
+        )
+        return lambda ids: sampler.tokenize(reader.detokenize(ids[:, :-1]))
+
 
 class Vocabularies(NamedTuple):
     """A problem's source and target vocabularies: the same `Vocabulary` twice when shared."""

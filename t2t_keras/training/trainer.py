@@ -183,7 +183,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     dataset = strategy.distribute_datasets_from_function(
         lambda context: problem.dataset(
             "train", settings.data_dir, hparams.tokens_per_batch, training=True, max_length=hparams.max_length,
-            input_context=context, seed=settings.seed,
+            input_context=context, seed=settings.seed, subword_sampling=hparams.subword_sampling,
         ).skip(skip)
     )
     score_sentences = settings.eval_sentences if chief else 0

@@ -18,7 +18,7 @@ import tensorflow as tf
 from t2t_keras import registry, system
 from t2t_keras.errors import UsageError
 from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
-from t2t_keras.data.tokenizers import train_sentencepiece
+from t2t_keras.data.tokenizers import Vocabulary, train_sentencepiece
 from t2t_keras.decoding.shortlist import Shortlist
 from t2t_keras.training import kernel_choices, trainer
 from t2t_keras.training.evaluator import Evaluator
@@ -84,6 +84,21 @@ def test_mixed_bfloat16_without_bfloat16_units_says_it_is_emulated(multi30k_data
     _train(tmp_path / "run", multi30k_data_dir, 1, "mixed_precision=mixed_bfloat16", kernel_choices={"loss_layout": "rows"})
     emulated = [r.getMessage() for r in caplog.records if "emulates its bfloat16 products" in r.getMessage()]
     assert len(emulated) == 1, emulated
+
+
+def test_subword_sampling_reaches_the_training_pipeline(multi30k_data_dir, tmp_path, monkeypatch):
+    """The hparam goes through tf.distribute's dataset function to a sampler per side (what they
+    do to the pairs: tests/data/test_pipeline.py), and training runs on what they give."""
+    alphas, resegmenter = [], Vocabulary.sampled_resegmenter
+
+    def recorded(vocabulary, alpha):
+        alphas.append(alpha)
+        return resegmenter(vocabulary, alpha)
+
+    monkeypatch.setattr(Vocabulary, "sampled_resegmenter", recorded)
+    result = _train(tmp_path / "run", multi30k_data_dir, 2, "subword_sampling=0.1", kernel_choices={"loss_layout": "rows"})
+    assert result["step"] == 2 and np.isfinite(result["loss"])
+    assert alphas == [0.1, 0.1]
 
 
 def test_resume_refusals_and_start_over(multi30k_data_dir, tmp_path):
