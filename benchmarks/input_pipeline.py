@@ -1,10 +1,11 @@
 """Input pipeline throughput: token-budget training batches of translate_ende_multi30k.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--data_dir=DIR] [--tokens_per_batch=4096] [--batches=400]
+    .venv/bin/python benchmarks/input_pipeline.py [--data_dir=DIR] [--tokens_per_batch=4096] [--batches=400] [--subword_sampling=0.1]
 
 Generates the problem's data into --data_dir if it is not there yet, then times the training
 path (interleaved shards, block parsing, length filter, shuffle, bucketing, padding) after a
-warm-up that fills the shuffle buffer. Prints one JSON line.
+warm-up that fills the shuffle buffer; with --subword_sampling, each pair segmented anew as it
+is read (the hparam of that name: what BPE-dropout costs the pipeline). Prints one JSON line.
 """
 
 import argparse
@@ -29,6 +30,7 @@ def main():
     parser.add_argument("--max_length", type=int, default=256)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--batches", type=int, default=400)
+    parser.add_argument("--subword_sampling", type=float, default=0.0, help="the hparam's alpha (0: as written)")
     args = parser.parse_args()
 
     import numpy as np
@@ -39,7 +41,8 @@ def main():
 
     problem = registry.problem(args.problem)
     datagen.generate(problem, args.data_dir, None, progress=False)
-    dataset = problem.dataset("train", args.data_dir, args.tokens_per_batch, training=True, max_length=args.max_length, seed=1)
+    dataset = problem.dataset("train", args.data_dir, args.tokens_per_batch, training=True, max_length=args.max_length, seed=1,
+                              subword_sampling=args.subword_sampling)
     iterator = iter(dataset)
     for _ in range(args.warmup):
         next(iterator)
@@ -57,6 +60,7 @@ def main():
         "bench": "input_pipeline",
         "problem": args.problem,
         "batch_size_tokens": args.tokens_per_batch,
+        "subword_sampling": args.subword_sampling,
         "batches": args.batches,
         "seconds": round(seconds, 2),
         "batches_per_s": round(args.batches / seconds, 1),
