@@ -7,6 +7,8 @@
 #   bash examples/multi30k.sh                    # the strong small recipe: transformer_multi30k
 #   ENSEMBLE=2 bash examples/multi30k.sh         # two models (seeds 1 and 2), decoded as one
 #   REVERSE=0 bash examples/multi30k.sh          # no de -> en model reranking the hypotheses (half the training)
+#   BACK_TRANSLATE=1 bash examples/multi30k.sh   # the de -> en model also back-translates train's German side,
+#                                                # and the en -> de model trains on original + synthetic pairs
 #   make demo                                    # the same pipeline, sized to ~15 minutes
 #
 # Settings come from the environment (defaults: the recipe). Rerunning reuses what is
@@ -25,10 +27,16 @@ DECODE_HPARAMS=${DECODE_HPARAMS-beam_size=8,alpha=1.5,exact_search=true}  # the 
 EVAL_SENTENCES=${EVAL_SENTENCES:-100}     # dev sentences decoded (beam 4) for BLEU at each checkpoint
 ENSEMBLE=${ENSEMBLE:-1}                   # models trained (member k with --seed=k when more than one), decoded together
 REVERSE=${REVERSE:-1}                     # 1: a de -> en model (the same hparams and steps) reranks each sentence's beam
+BACK_TRANSLATE=${BACK_TRANSLATE:-0}       # 1 (with REVERSE=1): that model first samples an English side for train's German captions
+BACK_TRANSLATE_HPARAMS=${BACK_TRANSLATE_HPARAMS-sampling_top_k=10,beam_size=1,seed=1}  # one draw a line from the 10 likeliest tokens
 PROBLEM=translate_ende_multi30k
 REVERSE_PROBLEM=translate_deen_multi30k
 DATA=$OUT/data
 REVERSE_TRAIN=$OUT/train_reverse
+if [ "$BACK_TRANSLATE" -eq 1 ] && [ "$REVERSE" -ne 1 ]; then
+  echo "error: BACK_TRANSLATE=1 needs REVERSE=1: the de -> en model is what back-translates." >&2
+  exit 2
+fi
 members=$(seq 1 "$ENSEMBLE")
 train_dir() { if [ "$ENSEMBLE" -eq 1 ]; then echo "$OUT/train"; else echo "$OUT/train_seed$1"; fi; }
 HYP=$OUT/val.hyp.de
@@ -71,11 +79,14 @@ run() { echo "$*" >> "$OUT/commands.sh"; "$@"; }  # run a command and record its
 latest_checkpoint() { sed -n 's/^model_checkpoint_path: "\(.*\)"$/\1/p' "$1/checkpoint"; }  # an average is named after its newest step
 
 averaged_now=0  # 1 once a model's average is (re)made: the val decode is then redone
+# datagen PROBLEM DATA_DIR [FLAG...]: the vocabulary and shards (reused when complete).
+datagen() {
+  step "datagen: SentencePiece vocabulary and TFRecord shards of $1"
+  run "$BIN/t2t-keras-datagen" --problem="$1" --data_dir="$2" "${@:3}" --noprogress
+}
 # train_and_average PROBLEM DATA_DIR TRAIN_DIR [--seed=K]: the model of TRAIN_DIR_avg.
 train_and_average() {
   local problem=$1 data=$2 train=$3 seed=("${@:4}")
-  step "datagen: SentencePiece vocabulary and TFRecord shards of $problem"
-  run "$BIN/t2t-keras-datagen" --problem="$problem" --data_dir="$data" --noprogress
   step "train $problem: $HPARAMS_SET${HPARAMS:+ ($HPARAMS)} for $STEPS steps${seed[*]:+, ${seed[*]}} (resumes from the last checkpoint)"
   local train_started=$(date +%s)
   run "$BIN/t2t-keras-trainer" --problem="$problem" --hparams_set="$HPARAMS_SET" --hparams="$HPARAMS" "${seed[@]}" \
@@ -92,18 +103,36 @@ train_and_average() {
   fi
 }
 trained=()  # every model's train dir, for the training totals
-for member in $members; do
-  seed=()
-  [ "$ENSEMBLE" -eq 1 ] || seed=(--seed="$member")
-  train_and_average $PROBLEM "$DATA" "$(train_dir "$member")" "${seed[@]}"
-  trained+=("$(train_dir "$member")")
-done
+datagen $PROBLEM "$DATA"
 reverse=()
-if [ "$REVERSE" -eq 1 ]; then
+if [ "$REVERSE" -eq 1 ]; then  # first: with BACK_TRANSLATE=1 the en -> de model's data comes from it
+  datagen $REVERSE_PROBLEM "$OUT/data_reverse"
   train_and_average $REVERSE_PROBLEM "$OUT/data_reverse" "$REVERSE_TRAIN"
   trained+=("$REVERSE_TRAIN")
   reverse=(--reverse_model="${REVERSE_TRAIN}_avg")
 fi
+train_problem=$PROBLEM train_data=$DATA
+if [ "$BACK_TRANSLATE" -eq 1 ]; then
+  step "back-translate train's German side with ${REVERSE_TRAIN}_avg ($BACK_TRANSLATE_HPARAMS)"
+  gzip -dc problems/data/multi30k/train.de.gz > "$OUT/train.de.tmp" && mv "$OUT/train.de.tmp" "$OUT/train.de"
+  redo=()
+  [ "$averaged_now" -eq 0 ] || redo=(--start_over)  # a new reverse model: the earlier sample is another's
+  run "$BIN/t2t-keras-decoder" --output_dir="${REVERSE_TRAIN}_avg" --decode_from_file="$OUT/train.de" \
+      --decode_to_file="$OUT/train.bt.en" --decode_hparams="$BACK_TRANSLATE_HPARAMS" --noprogress "${redo[@]}"
+  # original + synthetic pairs, encoded with the en-de vocabulary; val is the dev set, as in the en-de data
+  data=problems/data/multi30k
+  [ "${#redo[@]}" -eq 0 ] || rm -rf "$OUT/data_bt"  # made from the earlier sample
+  datagen translate_text "$OUT/data_bt" --vocab_model="$DATA/$PROBLEM.spm.model" --source_language=en --target_language=de \
+      --train_source="$data/train.en.gz,$OUT/train.bt.en" --train_target="$data/train.de.gz,$OUT/train.de" \
+      --dev_source="$data/val.en.gz" --dev_target="$data/val.de.gz"
+  train_problem=translate_text train_data=$OUT/data_bt
+fi
+for member in $members; do
+  seed=()
+  [ "$ENSEMBLE" -eq 1 ] || seed=(--seed="$member")
+  train_and_average $train_problem "$train_data" "$(train_dir "$member")" "${seed[@]}"
+  trained+=("$(train_dir "$member")")
+done
 total=0
 for train in "${trained[@]}"; do total=$(( total + $(cat "$train.seconds") )); done
 echo "$total" > "$OUT/train_seconds"  # all models' training (demo.sh reads it)
@@ -136,4 +165,5 @@ for train in "${trained[@]}"; do
 done
 echo "this run: $(( $(date +%s) - started )) s"
 echo "model: $AVG${ensemble[*]:+ with ${ensemble[*]}}${reverse[*]:+, reranked by ${reverse[*]}} (TensorBoard: $BIN/tensorboard --logdir=$(train_dir 1))"
+[ "$BACK_TRANSLATE" -eq 0 ] || echo "trained on the original pairs + the reverse model's back-translations: $OUT/data_bt"
 echo "commands run: $OUT/commands.sh"
