@@ -226,8 +226,9 @@ def popen_interruptible(command, **kwargs) -> subprocess.Popen:
 def interrupt_while(process: subprocess.Popen, unfinished) -> bool:
     """Ctrl-C for `process` at a moment when `unfinished()` is still true: the process is paused
     (SIGSTOP) while that is checked, and the SIGINT waits for it to go on, so the interrupt cannot
-    arrive after the work it should cut short (a starved test process once sent it as the command
-    was already exiting: status 0). False, and nothing sent, if the work was done by then."""
+    arrive after the work it should cut short (CI once saw datagen end with status 0 after a
+    SIGINT: most likely one that came as it was already exiting). False, and nothing sent, if the
+    work was done by then."""
     process.send_signal(signal.SIGSTOP)
     try:
         while process.poll() is None and _process_state(process.pid) not in ("T", "Z"):
