@@ -112,31 +112,31 @@ def test_distributed_dataset_gives_each_replica_its_budget(problem, multi30k_dat
 
 def test_subword_sampling_reads_the_written_text_in_sampled_segmentations(problem, multi30k_data_dir):
     """The subword_sampling hparam (BPE-dropout on this BPE vocabulary): every training pair is
-    the text datagen wrote, EOS-terminated once, in a sampled segmentation: ~40% more pieces (merges
-    dropped with p = 0.1), almost all unlike the written ones; evaluation reads them as written."""
+    a pair datagen wrote, each side EOS-terminated once, in a sampled segmentation: ~40% more
+    pieces (merges dropped with p = 0.1), almost all unlike the written ones; evaluation reads them
+    as written."""
     vocabulary = problem.load_vocabularies(multi30k_data_dir).source  # shared by both sides
-    written = {"inputs": {}, "targets": {}}
+    written = {}  # (source text, target text) -> (source ids, target ids), as datagen wrote them
     for batch in _epoch(problem, multi30k_data_dir):
-        for side, ids_by_text in written.items():
-            for row in batch[side]:
-                ids = row[row != 0].tolist()
-                ids_by_text[vocabulary.decode(ids)] = ids
+        for inputs, targets in zip(batch["inputs"], batch["targets"]):
+            pair = [row[row != 0].tolist() for row in (inputs, targets)]
+            written[tuple(vocabulary.decode(ids) for ids in pair)] = pair
     sampled = problem.dataset("train", multi30k_data_dir, BUDGET, training=True, seed=7, subword_sampling=0.1)
-    rows = same = sampled_pieces = written_pieces = 0
+    sides = same = sampled_pieces = written_pieces = 0
     for batch in sampled.take(10).as_numpy_iterator():
-        for side, ids_by_text in written.items():
-            for row in batch[side]:
-                ids = row[row != 0].tolist()
+        for inputs, targets in zip(batch["inputs"], batch["targets"]):
+            pair = [row[row != 0].tolist() for row in (inputs, targets)]
+            texts = tuple(vocabulary.decode(ids) for ids in pair)
+            assert texts in written, f"{texts!r} is not a pair datagen wrote"
+            for ids, as_written in zip(pair, written[texts]):
                 assert ids[-1] == EOS_ID and ids.count(EOS_ID) == 1
-                text = vocabulary.decode(ids)
-                assert text in ids_by_text, f"{side} {text!r} is not a written {side} text"
-                rows += 1
-                same += ids == ids_by_text[text]
+                sides += 1
+                same += ids == as_written
                 sampled_pieces += len(ids)
-                written_pieces += len(ids_by_text[text])
-    assert rows > 1000
+                written_pieces += len(as_written)
+    assert sides > 1000
     assert 1.15 < sampled_pieces / written_pieces < 1.8, sampled_pieces / written_pieces
-    assert same / rows < 0.5, same / rows
+    assert same / sides < 0.5, same / sides
     evaluation = problem.dataset("dev", multi30k_data_dir, BUDGET, training=False, subword_sampling=0.1)
     for ours, as_written in zip(evaluation.as_numpy_iterator(), _epoch(problem, multi30k_data_dir, "dev")):
         np.testing.assert_array_equal(ours["targets"], as_written["targets"])
