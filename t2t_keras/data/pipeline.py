@@ -40,8 +40,8 @@ def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: in
     Training reads shards interleaved and shuffled, drops pairs longer than `max_length`
     (default: the budget) and repeats forever. Otherwise one pass in file order (the
     bucketing order is deterministic); pairs longer than the budget come one per batch.
-    `resegmenters` (training only): a (source, target) pair of `Vocabulary.sampled_resegmenter`s,
-    applied to every pair as it is read, before the length filter and the bucketing.
+    `resegmenters`: a (source, target) pair of `Vocabulary.sampled_resegmenter`s (training's
+    subword sampling), applied to every pair as it is read, before the length filter and the bucketing.
     """
     max_length = max_length or tokens_per_batch
     if max_length > tokens_per_batch:
@@ -62,7 +62,6 @@ def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: in
     if shard_records:
         records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     keep_up_to = max_length if training else None
-    resegmenters = resegmenters if training else None
     examples = records.batch(PARSE_BLOCK).flat_map(lambda block: _parse_block(block, keep_up_to, resegmenters))
     examples = examples.map(_dense_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training or seed is not None)
     if training:

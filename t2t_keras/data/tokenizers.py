@@ -125,22 +125,20 @@ class Vocabulary:
                 kept.append(int(token))
         return self._processor.decode(kept)
 
-    def tf_tokenizer(self, add_eos: bool = False):
-        """A tensorflow_text.SentencepieceTokenizer over the same model (ragged int32 ids)."""
+    def tf_tokenizer(self, add_eos: bool = False, sampling_alpha: float = 0.0):
+        """A tensorflow_text.SentencepieceTokenizer over the same model (ragged int32 ids); with
+        `sampling_alpha`, each call samples a segmentation (a BPE model's merge dropout probability,
+        a unigram model's smoothing)."""
         import tensorflow_text
 
-        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, add_eos=add_eos, out_type="int32")
+        sampling = {"nbest_size": -1, "alpha": sampling_alpha} if sampling_alpha else {}
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, add_eos=add_eos, out_type="int32", **sampling)
 
     def sampled_resegmenter(self, alpha: float):
         """A graph function from EOS-terminated ids of this vocabulary (ragged [N, None]) to ids of
-        the same text in a segmentation sampled by SentencePiece (`alpha`: a BPE model's merge
-        dropout probability, a unigram model's smoothing), each row again EOS-terminated."""
-        import tensorflow_text
-
-        reader = self.tf_tokenizer()
-        sampler = tensorflow_text.SentencepieceTokenizer(
-            model=self.model_proto, out_type="int32", nbest_size=-1, alpha=alpha, add_eos=True
-        )
+        the same text in a segmentation sampled with `alpha` (see `tf_tokenizer`), each row again
+        EOS-terminated."""
+        reader, sampler = self.tf_tokenizer(), self.tf_tokenizer(add_eos=True, sampling_alpha=alpha)
         return lambda ids: sampler.tokenize(reader.detokenize(ids[:, :-1]))
 
 
