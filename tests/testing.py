@@ -223,19 +223,19 @@ def popen_interruptible(command, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(command, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
 
 
-def interrupt_while(process: subprocess.Popen, unfinished) -> bool:
-    """Ctrl-C for `process` at a moment when `unfinished()` is still true: the process is paused
-    (SIGSTOP) while that is checked, and the SIGINT waits for it to go on, so the interrupt cannot
-    arrive after the work it should cut short (CI once saw datagen end with status 0 after a
-    SIGINT: most likely one that came as it was already exiting). False, and nothing sent, if the
-    work was done by then."""
+def interrupt_while(process: subprocess.Popen, unfinished, signum=signal.SIGINT) -> bool:
+    """Ctrl-C (or `signum`, e.g. SIGKILL) for `process` at a moment when `unfinished()` is still
+    true: the process is paused (SIGSTOP) while that is checked, and the signal waits for it to go
+    on, so it cannot arrive after the work it should cut short (CI once saw datagen end with status
+    0 after a SIGINT: most likely one that came as it was already exiting). False, and nothing
+    sent, if the work was done by then."""
     process.send_signal(signal.SIGSTOP)
     try:
         while process.poll() is None and _process_state(process.pid) not in ("T", "Z"):
             time.sleep(0.001)  # SIGSTOP takes effect when the process next enters the kernel
         if process.poll() is not None or not unfinished():
             return False
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         return True
     finally:
         if process.poll() is None:

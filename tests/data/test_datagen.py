@@ -16,7 +16,7 @@ from t2t_keras.data.tfrecords import count_and_check
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import VocabSpec
 from t2t_keras.problems.translate import ParallelTextProblem
-from tests.testing import assert_one_line_error, write_corpus_slice
+from tests.testing import assert_one_line_error, interrupt_while, write_corpus_slice
 
 
 class SliceProblem(ParallelTextProblem):
@@ -98,10 +98,13 @@ def test_sigkill_midway_then_rerun_gives_the_uninterrupted_files(tmp_path):
     command = [sys.executable, "-m", "t2t_keras.bin.datagen", "--problem=translate_ende_multi30k", "--noprogress"]
     killed_dir, clean_dir = tmp_path / "killed", tmp_path / "clean"
     process = subprocess.Popen([*command, f"--data_dir={killed_dir}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def writing_train_shards():
+        return os.path.isdir(killed_dir) and any("train" in n and n.startswith(".incomplete.") for n in os.listdir(killed_dir))
+
     deadline = time.time() + 120
     while time.time() < deadline and process.poll() is None:
-        if os.path.isdir(killed_dir) and any("train" in n and n.startswith(".incomplete.") for n in os.listdir(killed_dir)):
-            process.send_signal(signal.SIGKILL)
+        if writing_train_shards() and interrupt_while(process, writing_train_shards, signal.SIGKILL):
             break
         time.sleep(0.005)
     process.wait()

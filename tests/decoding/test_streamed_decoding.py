@@ -62,8 +62,8 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
             assert content.endswith(b"\n"), "a partial line was visible"
             assert reference.startswith(content), "the output is not a prefix of the finished file"
             assert content.count(b"\n") % WINDOW == 0, "the output grew by less than a window"
-        if content.count(b"\n") >= 2 * WINDOW:
-            process.send_signal(signal.SIGKILL)
+        if content.count(b"\n") >= 2 * WINDOW and interrupt_while(
+                process, lambda: output.read_bytes().count(b"\n") < LINES, signal.SIGKILL):
             break
         time.sleep(0.05)
     process.wait()

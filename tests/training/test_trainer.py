@@ -23,7 +23,7 @@ from t2t_keras.decoding.shortlist import Shortlist
 from t2t_keras.training import kernel_choices, trainer
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
-from tests.testing import assert_one_line_error, run_side_by_side
+from tests.testing import assert_one_line_error, interrupt_while, run_side_by_side
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=512,max_length=64,learning_rate_warmup_steps=20"
 
@@ -251,17 +251,19 @@ def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_
     output_dir = tmp_path / "run"
     command = _trainer_cli(f"--output_dir={output_dir}", *seeded)
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, killed_while = time.time() + 300, None
-    while time.time() < deadline and process.poll() is None:
+
+    def moment():
         if (output_dir / "ckpt-4.index").exists() and (output_dir / ".incomplete.best").exists():
-            killed_while = "writing best/"
-        elif (output_dir / "ckpt-8.index").exists():
-            killed_while = "training"
-        if killed_while:
-            process.send_signal(signal.SIGKILL)
+            return "writing best/"
+        return "training" if (output_dir / "ckpt-8.index").exists() else None
+
+    deadline = time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        if moment() and interrupt_while(process, moment, signal.SIGKILL):  # checked again while paused
             break
         time.sleep(0.001)
     process.wait()
+    killed_while = moment()
     assert process.returncode == -signal.SIGKILL, "training ended before it could be killed"
     print(f"killed while {killed_while}")
     run_dir = RunDir(output_dir)
