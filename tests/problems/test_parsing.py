@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from t2t_keras import registry
@@ -16,6 +17,7 @@ from t2t_keras.data.text_files import TextStats
 from t2t_keras.parsing.trees import read_trees
 from t2t_keras.parsing.trees import PTB_LABELS
 from t2t_keras.problems.parsing_english import PTB_SAMPLE_DIR
+from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training import trainer
 from t2t_keras.training.evaluator import Evaluator
 from tests.testing import assert_one_line_error
@@ -156,14 +158,19 @@ def test_closing_labels_are_single_pieces_and_every_gold_tree_passes_the_filter(
     assert all(")" not in target.split() for _, target in pairs)  # every closing labelled
     trees = [tree for _, tree in problem.trees("dev", raw)]
     assert [target for _, target in pairs] == [linearize(tree, words=True, closing_labels=True) for tree in trees]
+    # The first 20 trees as one batch (beam 1), token by token, as the search steps them.
+    sources = [vocabularies.source.encode(source, add_eos=True) for source, _ in pairs[:20]]
+    targets = [vocabularies.target.encode(target, add_eos=True) for _, target in pairs[:20]]
+    pad = lambda rows: np.array([row + [PAD_ID] * (max(map(len, rows)) - len(row)) for row in rows], np.int32)  # noqa: E731
+    target_ids, lengths = pad(targets), np.array([len(ids) for ids in targets], np.int32)
     token_filter = problem.token_filter(vocabularies)
-    for source, target in pairs[:20]:
-        ids = vocabularies.target.encode(target, add_eos=True)
-        state = token_filter.initial_state(tf.constant([vocabularies.source.encode(source, add_eos=True)]), 1)
-        for step, token in enumerate(ids):
-            if step:
-                state = token_filter.update(state, tf.constant([ids[step - 1]]))
-            assert token_filter.allowed(state, tf.constant([len(ids) - step]))[0, token], (target, step)
+    state = token_filter.initial_state(tf.constant(pad(sources)), 1)
+    for step in range(target_ids.shape[1]):
+        if step:
+            state = token_filter.update(state, tf.constant(target_ids[:, step - 1]))
+        allowed = token_filter.allowed(state, tf.constant(lengths - step)).numpy()
+        for row in np.flatnonzero(step < lengths):
+            assert allowed[row, target_ids[row, step]], (pairs[row][1], step)
 
 
 @pytest.mark.slow
