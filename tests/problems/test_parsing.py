@@ -14,10 +14,10 @@ from t2t_keras.checkpoints import RunDir, restore_model
 from t2t_keras.data import datagen
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.data.text_files import TextStats
+from t2t_keras.decoding.batch_decoding import padded_batch
 from t2t_keras.parsing.trees import read_trees
 from t2t_keras.parsing.trees import PTB_LABELS
 from t2t_keras.problems.parsing_english import PTB_SAMPLE_DIR
-from t2t_keras.token_ids import PAD_ID
 from t2t_keras.training import trainer
 from t2t_keras.training.evaluator import Evaluator
 from tests.testing import assert_one_line_error
@@ -161,10 +161,9 @@ def test_closing_labels_are_single_pieces_and_every_gold_tree_passes_the_filter(
     # The first 20 trees as one batch (beam 1), token by token, as the search steps them.
     sources = [vocabularies.source.encode(source, add_eos=True) for source, _ in pairs[:20]]
     targets = [vocabularies.target.encode(target, add_eos=True) for _, target in pairs[:20]]
-    pad = lambda rows: np.array([row + [PAD_ID] * (max(map(len, rows)) - len(row)) for row in rows], np.int32)  # noqa: E731
-    target_ids, lengths = pad(targets), np.array([len(ids) for ids in targets], np.int32)
+    target_ids, lengths = padded_batch(targets), np.array([len(ids) for ids in targets], np.int32)
     token_filter = problem.token_filter(vocabularies)
-    state = token_filter.initial_state(tf.constant(pad(sources)), 1)
+    state = token_filter.initial_state(tf.constant(padded_batch(sources)), 1)
     for step in range(target_ids.shape[1]):
         if step:
             state = token_filter.update(state, tf.constant(target_ids[:, step - 1]))
