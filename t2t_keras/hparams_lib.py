@@ -80,6 +80,15 @@ class HParams:
     layer_prepostprocess_dropout: float = _field(
         0.1, TRAINING, "P_drop: residual dropout on sub-layer outputs and embedding sums"
     )
+    layer_prepostprocess_dropout_early: float = _field(
+        0.0, TRAINING,
+        "not in the paper: P_drop for the first layer_prepostprocess_dropout_early_steps updates, then "
+        "layer_prepostprocess_dropout: a lower rate early lets a small-data model learn to use the source sooner, "
+        "the full rate later keeps it from overfitting (close to Liu et al., 2023's late dropout)",
+    )
+    layer_prepostprocess_dropout_early_steps: int = _field(
+        0, TRAINING, "updates trained with layer_prepostprocess_dropout_early; 0 = P_drop throughout"
+    )
     attention_dropout: float = _field(0.0, TRAINING, "dropout on attention weights (t2t extra)")
     relu_dropout: float = _field(0.0, TRAINING, "dropout on the FFN's ReLU output (t2t extra)")
     label_smoothing: float = _field(0.1, TRAINING, "eps_ls")
@@ -140,7 +149,8 @@ class HParams:
                     f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}; "
                     "set attention_key_depth and attention_value_depth"
                 )
-        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing", "subword_sampling"):
+        for name in ("layer_prepostprocess_dropout", "layer_prepostprocess_dropout_early", "attention_dropout",
+                     "relu_dropout", "label_smoothing", "subword_sampling"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 problems.append(f"{name}={getattr(self, name)} must be in [0, 1)")
         if self.max_length > self.tokens_per_batch:

@@ -50,6 +50,7 @@ def test_bad_overrides_are_one_line_errors(overrides, message):
         ("num_heads=7", "hidden_size=512 is not divisible by num_heads=7"),
         ("label_smoothing=1.5", "label_smoothing=1.5 must be in [0, 1)"),
         ("subword_sampling=1.0", "subword_sampling=1.0 must be in [0, 1)"),
+        ("layer_prepostprocess_dropout_early=1.0", "layer_prepostprocess_dropout_early=1.0 must be in [0, 1)"),
         ("num_hidden_layers=0", "num_hidden_layers must be positive"),
     ],
 )

@@ -112,12 +112,16 @@ class Transformer(keras.Model):
             self.target_position = LearnedPositionEmbedding(hp.max_position, dtype=dtype, name="target_position")
         else:
             self.source_position = self.target_position = SinusoidalPositionEncoding(dtype=dtype, name="position")
+        # P_drop's layers are built at the highest rate the trainer's ResidualDropoutSchedule sets
+        # (Keras gives a layer built at rate 0 no random state); it sets each update's rate.
+        p_drop = max(hp.layer_prepostprocess_dropout,
+                     hp.layer_prepostprocess_dropout_early if hp.layer_prepostprocess_dropout_early_steps else 0.0)
         block = BlockConfig(
             num_heads=hp.num_heads,
             key_depth=hp.key_depth,
             value_depth=hp.value_depth,
             filter_size=hp.filter_size,
-            dropout=hp.layer_prepostprocess_dropout,
+            dropout=p_drop,
             attention_dropout=hp.attention_dropout,
             relu_dropout=hp.relu_dropout,
             norm_type=hp.norm_type,
@@ -131,7 +135,7 @@ class Transformer(keras.Model):
         self.copy_position = None
         if hp.copy_position_encoding:
             self.copy_position = CopyPositionEncoding(self.structure_tokens, self.target_vocab_size, dtype=dtype, name="copy_position")
-        self.embedding_dropout = Dropout(hp.layer_prepostprocess_dropout, dtype=dtype)
+        self.embedding_dropout = Dropout(p_drop, dtype=dtype)
         # Where the norm goes is chosen here, once: post-norm blocks end normalised (ResidualNorm),
         # pre-norm stacks end unnormalised and get one final LayerNorm each; None: nothing to add.
         self.encoder_norm = self.decoder_norm = None
@@ -178,6 +182,16 @@ class Transformer(keras.Model):
     @property
     def decoder_blocks(self) -> list:
         return [getattr(self, f"decoder_{i}") for i in range(self.num_layers)]
+
+    def residual_dropouts(self) -> list:
+        """The Dropout layers of P_drop (section 5.4): the embedding sums' and each sub-layer's output's."""
+        residuals = [
+            getattr(block, name)
+            for block in (*self.encoder_blocks, *self.decoder_blocks)
+            for name in ("self_attention_residual", "cross_attention_residual", "feed_forward_residual")
+            if hasattr(block, name)
+        ]
+        return [self.embedding_dropout, *(residual.dropout_layer for residual in residuals)]
 
     def call(self, features, training=None):
         encoded = self.encode(features["inputs"], training=training)

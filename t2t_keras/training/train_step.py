@@ -72,7 +72,13 @@ class TrainStep:
             self.gradient_sums = [tf.Variable(tf.zeros(v.shape, v.dtype), **replica_local) for v in self.variables]
             self.loss_sum = tf.Variable(0.0, **replica_local)
             self.token_sum = tf.Variable(0.0, **replica_local)
-        jit = hparams.xla
+        self.retrace()
+
+    # --- public ---
+    def retrace(self):
+        """Drops the traced graphs: the next update traces them again, with the model's Python-level
+        settings as they are then (a dropout rate changed by `ResidualDropoutSchedule`)."""
+        jit = self.hparams.xla
         # No AutoGraph: these have no tensor-dependent Python control flow to convert.
         self._replica_update = tf.function(self._replica_update_fn, jit_compile=jit, autograph=False)
         self._replica_accumulate = tf.function(self._replica_accumulate_fn, jit_compile=jit, autograph=False)
@@ -80,7 +86,6 @@ class TrainStep:
         self._accumulate = tf.function(self._accumulate_fn, autograph=False)
         self._apply_accumulated = tf.function(self._apply_accumulated_fn, autograph=False)
 
-    # --- public ---
     def update(self, iterator):
         """One optimizer update; returns (mean loss per target token, target tokens) as tensors."""
         if self.accumulation_steps == 1:

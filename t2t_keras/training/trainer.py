@@ -37,6 +37,7 @@ from t2t_keras.models import factory
 from t2t_keras.system import bfloat16_units, cpu_model
 from t2t_keras.training import kernel_choices
 from t2t_keras.training.distribution import is_chief, is_multi_worker
+from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep, make_optimizer, make_schedule
 
@@ -156,6 +157,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         optimizer = make_optimizer(hparams, settings.train_steps)
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        dropout = ResidualDropoutSchedule(model, hparams)
     kernels = kernel_choices.choose(model, hparams, settings.kernel_choices, kept_kernels)
     if hparams.mixed_precision == "mixed_bfloat16" and bfloat16_units() is None:
         logging.warning("mixed_bfloat16 on a machine without bfloat16 units (AVX512_BF16, AMX or a GPU): TensorFlow "
@@ -201,7 +203,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         if latest and evaluator is not None:
             recorder.evaluate(start_step)  # it may have been saved but not evaluated before a kill
         log = _TrainingLog(run_dir if chief else None, start_step, strategy.num_replicas_in_sync)
-        return _loop(train_step, iter(dataset), manager, recorder, writers, settings, start_step, run_dir, log)
+        return _loop(train_step, dropout, iter(dataset), manager, recorder, writers, settings, start_step, run_dir, log)
     finally:
         if not chief:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
@@ -420,7 +422,7 @@ class _EvaluationRecorder:
         return metrics
 
 
-def _loop(train_step, iterator, manager, recorder, writers, settings, start_step, run_dir, log) -> dict:
+def _loop(train_step, dropout, iterator, manager, recorder, writers, settings, start_step, run_dir, log) -> dict:
     optimizer = train_step.optimizer
     step, last_saved, loss = start_step, manager.latest_checkpoint, float("nan")
     window = _Window(start_step)
@@ -428,8 +430,15 @@ def _loop(train_step, iterator, manager, recorder, writers, settings, start_step
     if step < settings.train_steps:  # so that the first minute of a run is not silent
         logging.info("Training from step %d: the first step traces the training graph and fills the shuffle buffer; "
                      "then a progress line every %d steps.", step, settings.log_steps)
+    if dropout.early_steps:
+        logging.info("With %s.", dropout.describe())
     first_started = time.time()
     while step < settings.train_steps and not recorder.stopped:
+        if dropout.set_for(step):
+            train_step.retrace()
+            if step > start_step:
+                logging.info("Step %d: residual dropout %g from here on (the training graph is traced again).",
+                             step, dropout.rate_after(step))
         try:
             loss_tensor, tokens_tensor = train_step.update(iterator)
             loss, tokens = float(loss_tensor), float(tokens_tensor)

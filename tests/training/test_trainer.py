@@ -20,10 +20,12 @@ from t2t_keras.errors import UsageError
 from t2t_keras.checkpoints import RunDir, average_checkpoints, restore_model
 from t2t_keras.data.tokenizers import Vocabulary, train_sentencepiece
 from t2t_keras.decoding.shortlist import Shortlist
+from t2t_keras.models import Transformer
 from t2t_keras.training import kernel_choices, trainer
+from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
-from tests.testing import assert_one_line_error, interrupt_while, run_side_by_side
+from tests.testing import assert_one_line_error, interrupt_while, run_side_by_side, seed_generators
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=512,max_length=64,learning_rate_warmup_steps=20"
 
@@ -376,3 +378,31 @@ def test_a_branch_continues_the_runs_training_state_and_leaves_it_as_it_was(mult
     with pytest.raises(UsageError, match="--warm_start_from and --branch_from both start a run"):
         _train(tmp_path / "other", multi30k_data_dir, 8, no_dropout, branch_from=branch_point, warm_start_from=branch_point)
     assert not (tmp_path / "other" / "ckpt-6.index").exists()
+
+
+def test_early_residual_dropout_trains_the_first_updates_then_p_drop_takes_over(multi30k_data_dir, tmp_path):
+    """P_drop 0.3 with layer_prepostprocess_dropout_early=0 for 2 updates, against the same run with
+    the early rate for all 4 (seeded, no other dropout, the same model built): equal to the last
+    bit at ckpt-2 (the early rate is what trained), not at ckpt-4 (P_drop came on after the retrace).
+    The schedule holds P_drop's layers only (not attention's or the FFN's), changes their rate
+    once, and a model whose P_drop is 0 drops out at the early rate while it lasts."""
+    base = "attention_dropout=0,relu_dropout=0,layer_prepostprocess_dropout=0.3,layer_prepostprocess_dropout_early=0"
+    same = dict(seed=7, kernel_choices={"loss_layout": "columns"})
+    for name, early_steps in (("switched", 2), ("early", 4)):
+        seed_generators("the same initial weights")
+        _train(tmp_path / name, multi30k_data_dir, 4, f"{base},layer_prepostprocess_dropout_early_steps={early_steps}", **same)
+    for step, equal in ((2, True), (4, False)):
+        switched, early = _training_state(tmp_path / "switched", step), _training_state(tmp_path / "early", step)
+        weights = [name for name in early if name.startswith("model/")]
+        assert all(np.array_equal(switched[name], early[name]) for name in weights) == equal, f"ckpt-{step}"
+
+    hparams = _hparams("layer_prepostprocess_dropout=0,layer_prepostprocess_dropout_early=0.5,"
+                       "layer_prepostprocess_dropout_early_steps=3,attention_dropout=0,relu_dropout=0")
+    model = Transformer.from_hparams(hparams, vocab_size=50)
+    schedule = ResidualDropoutSchedule(model, hparams)
+    assert len(schedule.layers) == 1 + 5 * hparams.num_hidden_layers  # embeddings; 2 + 3 sub-layers a layer pair
+    features = {"inputs": tf.constant([[5, 6, 7, 1]]), "targets": tf.constant([[8, 9, 1, 0]])}
+    assert [schedule.set_for(step) for step in range(3)] == [False] * 3  # built at the higher rate, 0.5
+    assert not np.allclose(model(features, training=True), model(features, training=False))
+    assert [schedule.set_for(step) for step in range(3, 5)] == [True, False]
+    np.testing.assert_array_equal(model(features, training=True), model(features, training=False))
