@@ -32,7 +32,7 @@ class ResidualDropoutSchedule:
     def set_for(self, step: int) -> bool:
         """Sets the layers' rate for the update after `step` updates; True if it changed."""
         rate = self.rate_after(step)
-        if all(layer.rate == rate for layer in self.layers):
+        if self.layers[0].rate == rate:  # called before every update: the layers share one rate
             return False
         for layer in self.layers:
             layer.rate = rate

@@ -157,7 +157,6 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         optimizer = make_optimizer(hparams, settings.train_steps)
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-        dropout = ResidualDropoutSchedule(model, hparams)
     kernels = kernel_choices.choose(model, hparams, settings.kernel_choices, kept_kernels)
     if hparams.mixed_precision == "mixed_bfloat16" and bfloat16_units() is None:
         logging.warning("mixed_bfloat16 on a machine without bfloat16 units (AVX512_BF16, AMX or a GPU): TensorFlow "
@@ -203,6 +202,7 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         if latest and evaluator is not None:
             recorder.evaluate(start_step)  # it may have been saved but not evaluated before a kill
         log = _TrainingLog(run_dir if chief else None, start_step, strategy.num_replicas_in_sync)
+        dropout = ResidualDropoutSchedule(model, hparams)
         return _loop(train_step, dropout, iter(dataset), manager, recorder, writers, settings, start_step, run_dir, log)
     finally:
         if not chief:
