@@ -18,7 +18,7 @@ STEPS=${DEMO_STEPS:-1200}
 DECODE_HPARAMS="beam_size=4,alpha=1.4"  # beam 4 with the default alpha 0.6 gives outputs 6-8% short; 1.4: 2%
 # AVERAGE=1: the learning rate cools down to 0 at the last step, so that checkpoint is the
 # model; averaging in the one before it (at half the rate) makes it worse.
-BIN=$BIN OUT=$OUT HPARAMS_SET=transformer_demo HPARAMS="" STEPS=$STEPS SAVE_STEPS=200 AVERAGE=1 REVERSE=0 \
+BIN=$BIN OUT=$OUT HPARAMS_SET=transformer_demo HPARAMS="" STEPS=$STEPS SAVE_STEPS=200 AVERAGE=1 ENSEMBLE=1 REVERSE=0 \
     EVAL_SENTENCES=100 DECODE_HPARAMS="$DECODE_HPARAMS" bash examples/multi30k.sh
 
 EXPORT=$OUT/export

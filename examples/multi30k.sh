@@ -4,9 +4,10 @@
 #   datagen -> train -> average the last checkpoints -> decode the 1014-sentence val set
 #   -> sacreBLEU (cased and lowercased, detokenised) -> the command lines it ran
 #
-#   bash examples/multi30k.sh                    # the strong small recipe: transformer_multi30k
-#   ENSEMBLE=2 bash examples/multi30k.sh         # two models (seeds 1 and 2), decoded as one
-#   REVERSE=0 bash examples/multi30k.sh          # no de -> en model reranking the hypotheses (half the training)
+#   bash examples/multi30k.sh                    # the recipe: two transformer_multi30k_v2 models (seeds 1 and 2),
+#                                                # 12000 steps each, decoded as one
+#   ENSEMBLE=1 bash examples/multi30k.sh         # one model (half the training)
+#   REVERSE=1 bash examples/multi30k.sh          # also a de -> en model that reranks the hypotheses (one model more)
 #   BACK_TRANSLATE=1 bash examples/multi30k.sh   # the de -> en model also back-translates train's German side,
 #                                                # and the en -> de model trains on original + synthetic pairs
 #   make demo                                    # the same pipeline, sized to ~15 minutes
@@ -18,15 +19,15 @@ set -euo pipefail
 BIN_GIVEN=${BIN:-}
 BIN=${BIN:-.venv/bin}
 OUT=${OUT:-out/multi30k}
-HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k}
+HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k_v2}
 HPARAMS=${HPARAMS:-}
-STEPS=${STEPS:-6000}
-SAVE_STEPS=${SAVE_STEPS:-500}
+STEPS=${STEPS:-12000}
+SAVE_STEPS=${SAVE_STEPS:-1000}
 AVERAGE=${AVERAGE:-3}                     # the last N checkpoints are averaged
 DECODE_HPARAMS=${DECODE_HPARAMS-beam_size=8,alpha=1.5,exact_search=true}  # the val decode (the problem's default: beam 4, alpha 0.6, early stop)
 EVAL_SENTENCES=${EVAL_SENTENCES:-100}     # dev sentences decoded (beam 4) for BLEU at each checkpoint
-ENSEMBLE=${ENSEMBLE:-1}                   # models trained (member k with --seed=k when more than one), decoded together
-REVERSE=${REVERSE:-1}                     # 1: a de -> en model (the same hparams and steps) reranks each sentence's beam
+ENSEMBLE=${ENSEMBLE:-2}                   # models trained (member k with --seed=k when more than one), decoded together
+REVERSE=${REVERSE:-0}                     # 1: a de -> en model (the same hparams and steps) reranks each sentence's beam
 BACK_TRANSLATE=${BACK_TRANSLATE:-0}       # 1 (with REVERSE=1): that model first samples an English side for train's German captions
 BACK_TRANSLATE_HPARAMS=${BACK_TRANSLATE_HPARAMS-sampling_top_k=10,beam_size=1,seed=1}  # one draw a line from the 10 likeliest tokens
 PROBLEM=translate_ende_multi30k
