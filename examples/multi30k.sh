@@ -10,7 +10,7 @@
 #   REVERSE=1 bash examples/multi30k.sh          # also a de -> en model that reranks the hypotheses (one model more)
 #   BACK_TRANSLATE=1 bash examples/multi30k.sh   # the de -> en model also back-translates train's German side,
 #                                                # and the en -> de model trains on original + synthetic pairs
-#   make demo                                    # the same pipeline, sized to ~15 minutes
+#   make demo                                    # the same pipeline with transformer_demo, 1500 steps
 #
 # Settings come from the environment (defaults: the recipe). Rerunning reuses what is
 # complete: datagen and the trainer resume, later steps are skipped when their output exists.
