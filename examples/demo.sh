@@ -14,7 +14,7 @@ BIN=${BIN:-.venv/bin}
 OUT=${DEMO_DIR:-out/demo}
 started=$(date +%s)
 
-STEPS=${DEMO_STEPS:-1500}  # transformer_demo's cooldown is its last 750 steps: half the run
+STEPS=${DEMO_STEPS:-1500}  # transformer_demo cools down over its last 750 steps: half of 1500
 # A sentence's search stops once its best finished hypothesis beats its best alive one ended
 # at the next step, so longer hypotheses are not waited for: at alpha 1.4 the demo models'
 # outputs were 5-6% short, at 2.0 3-4% (exact_search=true at 1.4: as long, ~1.3x the time).

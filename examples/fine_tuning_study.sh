@@ -3,9 +3,9 @@
 # training pairs (captions about dogs; about children), each split into train / dev / test,
 # the dev and test pairs of both held out of the parent's training. The parent is the demo
 # recipe as the study measured it (transformer_demo, 1200 steps cooling down over the last
-# 600) on the rest; each recipe fine-tunes it on each subset;
-# every checkpoint is decoded on the subset's test and on Multi30k val (the general set), so
-# that selection by dev BLEU and by dev loss are both read off the same runs.
+# 600) on the rest; each recipe fine-tunes it on each subset; every checkpoint is decoded on
+# the subset's test and on Multi30k val (the general set), so that selection by dev BLEU and
+# by dev loss are both read off the same runs.
 #
 #   bash examples/fine_tuning_study.sh            # outputs in out/ft_study, a table at the end
 #   RECIPES="readme gentle" bash examples/fine_tuning_study.sh
@@ -80,7 +80,8 @@ T=$OUT/text
     --source_language=en --target_language=de
 start=$(date +%s)
 "$BIN/t2t-keras-trainer" --problem=translate_text --data_dir="$OUT/parent_data" --hparams_set=transformer_demo \
-    --hparams=learning_rate_cooldown_steps=600 --output_dir="$OUT/parent" --train_steps="$PARENT_STEPS" --save_checkpoints_steps=200 --log_steps=100 --eval_sentences=100
+    --hparams=learning_rate_cooldown_steps=600 --output_dir="$OUT/parent" --train_steps="$PARENT_STEPS" \
+    --save_checkpoints_steps=200 --log_steps=100 --eval_sentences=100
 echo "parent trained or reused in $(( $(date +%s) - start )) s"
 
 decode() {  # run dir, checkpoint, input, output

@@ -64,8 +64,8 @@ def transformer_demo():
     steps, which is worth more than checkpoint averaging in a short run. `make demo` trains it
     1500 steps (~10 minutes on the Intel Xeon measured; 1200 steps took 4-24 minutes on the
     2-core EPYCs, Zen 5 to Zen 1): Multi30k en-de val BLEU about 37.8 with beam 4, alpha 2.0,
-    against 36.2-36.8 at 1200 steps (EXPERIMENTS.md, "make demo: 1500 steps and the length
-    penalty of today's search")."""
+    against 36.6-37.0 for 1200 steps decoded the same way (EXPERIMENTS.md, "make demo: 1500
+    steps and the length penalty of today's search")."""
     return dataclasses.replace(
         transformer_tiny(), learning_rate_warmup_steps=400, learning_rate=1.0, learning_rate_cooldown_steps=750
     )
