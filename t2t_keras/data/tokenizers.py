@@ -125,20 +125,26 @@ class Vocabulary:
                 kept.append(int(token))
         return self._processor.decode(kept)
 
-    def tf_tokenizer(self, add_eos: bool = False, sampling_alpha: float = 0.0):
-        """A tensorflow_text.SentencepieceTokenizer over the same model (ragged int32 ids); with
-        `sampling_alpha`, each call samples a segmentation (a BPE model's merge dropout probability,
-        a unigram model's smoothing)."""
+    def tf_tokenizer(self, sampling_alpha: float = 0.0):
+        """A tensorflow_text.SentencepieceTokenizer over the same model: text -> ragged int32 ids,
+        each row EOS-terminated (as the model reads and writes them), and ids -> text. With
+        `sampling_alpha`, each call samples a segmentation (a BPE model's merge dropout
+        probability, a unigram model's smoothing).
+
+        Every tokenizer of one model in a process shares one SentencePiece processor (tf-text
+        caches the resource by the model), and its EOS option is that processor's state: a
+        tokenizer without EOS running beside one with it makes either drop or add EOS at random.
+        So every tokenizer here adds EOS; detokenizing is the same either way."""
         import tensorflow_text
 
         sampling = {"nbest_size": -1, "alpha": sampling_alpha} if sampling_alpha else {}
-        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, add_eos=add_eos, out_type="int32", **sampling)
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, add_eos=True, out_type="int32", **sampling)
 
     def sampled_resegmenter(self, alpha: float):
         """A graph function from EOS-terminated ids of this vocabulary (ragged [N, None]) to ids of
         the same text in a segmentation sampled with `alpha` (see `tf_tokenizer`), each row again
         EOS-terminated."""
-        reader, sampler = self.tf_tokenizer(), self.tf_tokenizer(add_eos=True, sampling_alpha=alpha)
+        reader, sampler = self.tf_tokenizer(), self.tf_tokenizer(sampling_alpha=alpha)
         return lambda ids: sampler.tokenize(reader.detokenize(ids[:, :-1]))
 
 

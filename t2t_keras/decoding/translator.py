@@ -52,9 +52,9 @@ class Translator(tf.Module):
         self.vocabularies = vocabularies
         self.decode_hparams = decode_hparams.validated()
         self.token_filter = token_filter if self.decode_hparams.constrained else None
-        self.source_tokenizer = vocabularies.source.tf_tokenizer(add_eos=True)
+        self.source_tokenizer = vocabularies.source.tf_tokenizer()
         self.target_tokenizer = (
-            self.source_tokenizer if vocabularies.shared else vocabularies.target.tf_tokenizer(add_eos=True)
+            self.source_tokenizer if vocabularies.shared else vocabularies.target.tf_tokenizer()
         )
         self.max_position = model.hparams.max_position if model.hparams.positional_encoding == "learned" else None
         self.parallel_parts = decoding_parts(self.decode_hparams.parallel_parts)

@@ -2,6 +2,7 @@
 
 import gzip
 import os
+import threading
 import unicodedata
 
 import numpy as np
@@ -34,7 +35,7 @@ def test_in_graph_equals_python_for_every_val_line(vocabulary, language):
     lines = _val_lines(language)
     assert len(lines) == 1014
     graph_ids = vocabulary.tf_tokenizer().tokenize(tf.constant(lines)).to_list()
-    mismatches = [i for i, line in enumerate(lines) if graph_ids[i] != vocabulary.encode(line)]
+    mismatches = [i for i, line in enumerate(lines) if graph_ids[i] != vocabulary.encode(line, add_eos=True)]
     assert mismatches == []
 
 
@@ -49,6 +50,32 @@ def test_detokenising_gives_the_normalised_text_back(vocabulary, language):
     assert sum(text != line for text, line in zip(python_text, lines)) <= 1
 
 
+def test_every_row_keeps_its_eos_while_other_tokenizers_of_the_model_run_beside_it(vocabulary):
+    """tf-text gives all tokenizers of one model one processor, whose EOS option is shared state.
+    The training pipeline's subword sampling and a plain tokenizer (the translator's), called from
+    two threads at once as a trainer's input pipeline and its evaluator can: each row of each
+    still ends with exactly one EOS (a tokenizer without EOS beside them dropped it from ~14%)."""
+    lines = _val_lines("en")[:256]
+    written = tf.ragged.constant([vocabulary.encode(line, add_eos=True) for line in lines], dtype=tf.int32)
+    resegment, tokenizer = tf.function(vocabulary.sampled_resegmenter(0.1)), vocabulary.tf_tokenizer()
+    calls = {"resegmented": lambda: resegment(written), "tokenized": lambda: tokenizer.tokenize(tf.constant(lines))}
+    rows_without_one_eos = {name: 0 for name in calls}
+
+    def run(name):
+        for _ in range(60):
+            ids = calls[name]()
+            ends_with_eos = tf.gather(ids.flat_values, ids.row_limits() - 1) == EOS_ID
+            one_eos = tf.reduce_sum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 1
+            rows_without_one_eos[name] += int(tf.reduce_sum(tf.cast(~(ends_with_eos & one_eos), tf.int32)))
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert rows_without_one_eos == {"resegmented": 0, "tokenized": 0}
+
+
 def test_no_unknown_pieces_thanks_to_byte_fallback(vocabulary):
     text = "Ein Hund 🐕 läuft über 雪"
     ids = vocabulary.encode(text)
@@ -61,8 +88,8 @@ def test_special_ids_and_decode_stops_at_eos(vocabulary):
     ids = vocabulary.encode("A dog runs.")
     assert PAD_ID not in ids and EOS_ID not in ids
     assert vocabulary.decode(ids + [EOS_ID] + ids + [PAD_ID]) == "A dog runs."
-    graph = vocabulary.tf_tokenizer(add_eos=True).tokenize(tf.constant(["A dog runs."])).to_list()
-    assert graph == [ids + [EOS_ID]]
+    graph = vocabulary.tf_tokenizer().tokenize(tf.constant(["A dog runs."])).to_list()
+    assert graph == [ids + [EOS_ID]] == [vocabulary.encode("A dog runs.", add_eos=True)]
 
 
 def test_training_is_deterministic():

@@ -12,6 +12,7 @@ from t2t_keras import registry
 from t2t_keras.data import datagen
 from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+from t2t_keras.token_ids import EOS_ID
 from tests.testing import assert_one_line_error
 
 TINY = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=1024,max_length=64,learning_rate_warmup_steps=20"
@@ -222,7 +223,7 @@ def test_vocab_model_gives_that_models_ids(corpus, tmp_path):
     processor = sentencepiece.SentencePieceProcessor(model_file=str(model_path))
     held_out = _multi30k("en", "val")[200:260] + _multi30k("de", "val")[200:260] + ["Zoë's naïve café: 42 €"]
     in_graph = problem.load_vocabularies(data).source.tf_tokenizer().tokenize(tf.constant(held_out)).to_list()
-    assert in_graph == [processor.encode(line) for line in held_out]
+    assert in_graph == [processor.encode(line) + [EOS_ID] for line in held_out]
 
     default_ids = tmp_path / "default.model"  # sentencepiece's own defaults: unk 0, bos 1, eos 2
     sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(en[:2000]), model_prefix=str(tmp_path / "default"),
