@@ -143,9 +143,9 @@ class Vocabulary:
     def sampled_resegmenter(self, alpha: float):
         """A graph function from EOS-terminated ids of this vocabulary (ragged [N, None]) to ids of
         the same text in a segmentation sampled with `alpha` (see `tf_tokenizer`), each row again
-        EOS-terminated."""
-        reader, sampler = self.tf_tokenizer(), self.tf_tokenizer(sampling_alpha=alpha)
-        return lambda ids: sampler.tokenize(reader.detokenize(ids[:, :-1]))
+        EOS-terminated. One tokenizer both ways: detokenizing does not sample."""
+        sampler = self.tf_tokenizer(sampling_alpha=alpha)
+        return lambda ids: sampler.tokenize(sampler.detokenize(ids[:, :-1]))
 
 
 class Vocabularies(NamedTuple):
