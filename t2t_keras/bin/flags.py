@@ -94,7 +94,7 @@ BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, as shells report a writer whose reade
 
 def run(main, define_flags, extra_help: str = "") -> None:
     """Defines the program's flags, then absl.app.run(main), so that the output is the
-    command's own: a UsageError or a filesystem's refusal (or Ctrl-C) is one line and exit status 2 (130), `--help`
+    command's own: a UsageError, a flag absl refuses or a filesystem's refusal (or Ctrl-C) is one line and exit status 2 (130), `--help`
     lists the command's flags (then `extra_help`), and TensorFlow's native logging, its Python INFO logs and
     library warnings are kept off the screen unless --verbosity=1 asks for them."""
     before = set(FLAGS)
@@ -151,7 +151,17 @@ def run(main, define_flags, extra_help: str = "") -> None:
             if status:
                 _remove_if_empty(new_directories)
 
-    app.run(guarded_main)
+    app.run(guarded_main, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+    """absl's parsing of the command line, its refusals (an unknown flag, a value of the wrong
+    type) one line and status 2 like any wrong input, instead of its "FATAL" and status 1."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        print(f"error: {' '.join(str(e).split())} (--help lists this command's flags)", file=sys.stderr)
+        sys.exit(2)
 
 
 def _is_filesystem_error(error: Exception) -> bool:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from tests.testing import assert_one_line_error, interrupt_while, popen_interruptible, write_corpus_slice
+from tests.testing import assert_one_line_error, interrupt_while, popen_interruptible, run_side_by_side, write_corpus_slice
 
 
 def _cli(module, *args, **kwargs):
@@ -87,6 +87,21 @@ def test_help_lists_the_commands_own_flags():
                  "  --output_dir: "):
         assert line in result.stdout, result.stdout
     assert "--tpu" not in result.stdout and "--xml_output_file" not in result.stdout  # not absl's or TensorFlow's
+
+
+def test_flags_absl_refuses_are_one_line_status_2():
+    """An unknown flag or a value of the wrong type, refused by absl's parser before the command
+    runs: one line and status 2 like any wrong input (absl's own is "FATAL Flags parsing error",
+    a second line and status 1)."""
+    cases = [
+        ("decoder", "--nosuchflag=1", "error: Unknown command line flag 'nosuchflag' (--help lists this command's flags)"),
+        ("decoder", "--n_best=abc", "error: flag --n_best=abc: invalid literal for int() with base 10: 'abc' (--help"),
+        ("trainer", "--train_stepz=10", "error: Unknown command line flag 'train_stepz'. Did you mean: train_steps ?"),
+        ("trainer", "--train_steps=ten", "error: flag --train_steps=ten: invalid literal for int()"),
+    ]
+    results = run_side_by_side([[sys.executable, "-m", f"t2t_keras.bin.{module}", argument] for module, argument, _ in cases])
+    for (_, _, message), result in zip(cases, results):
+        assert_one_line_error(result, message)
 
 
 def test_a_filesystem_error_is_one_line_naming_the_path(tmp_path):
