@@ -57,7 +57,8 @@ def main():
 
     from t2t_keras.models import Transformer
     from t2t_keras.training import kernel_choices
-    from t2t_keras.training.train_step import TrainStep, make_optimizer
+    from t2t_keras.optimization.recipe import make_optimizer
+    from t2t_keras.training.train_step import TrainStep
 
     keras.utils.set_random_seed(shapes.SEED)
     hparams = dataclasses.replace(hparams_for(shape, args.precision), xla=args.xla)

@@ -158,7 +158,8 @@ def global_batch():
 
 def build_train_step(strategy, hparams, initial_weights=None):
     from t2t_keras.models import Transformer
-    from t2t_keras.training.train_step import TrainStep, make_optimizer
+    from t2t_keras.optimization.recipe import make_optimizer
+    from t2t_keras.training.train_step import TrainStep
 
     with strategy.scope():
         model = Transformer.from_hparams(hparams, VOCAB)

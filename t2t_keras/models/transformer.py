@@ -5,7 +5,8 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
-from t2t_keras.hparams_lib import HParams
+from t2t_keras import registry
+from t2t_keras.hparams_lib import HParams, field_names
 from t2t_keras.layers import masks
 from t2t_keras.layers.attention import MASKED_LOGIT
 from t2t_keras.layers.block_config import BlockConfig
@@ -15,8 +16,12 @@ from t2t_keras.layers.embedding import SharedEmbedding
 from t2t_keras.layers.encoder_block import EncoderBlock
 from t2t_keras.layers.normalization import LayerNorm
 from t2t_keras.layers.position import CopyPositionEncoding, LearnedPositionEmbedding, SinusoidalPositionEncoding
+from t2t_keras.optimization.losses import LabelSmoothedCrossEntropy
+from t2t_keras.optimization.recipe import make_optimizer
 from t2t_keras.registry import register_model
-from t2t_keras.token_ids import START_ID
+from t2t_keras.token_ids import PAD_ID, START_ID
+
+HPARAMS_FIELDS = frozenset(field_names())
 
 
 class Encoded(NamedTuple):
@@ -74,17 +79,31 @@ class Transformer(keras.Model):
     Token id 0 is padding (and the decoder's start symbol, as in tensor2tensor); source
     padding is masked everywhere, target padding only needs the causal mask.
 
+    The Keras way: `Transformer("transformer_base", vocab_size=37000, num_hidden_layers=4)`
+    builds the model (every weight created; `summary()` works); `compile()` with no
+    arguments sets the paper's optimizer, schedule and label-smoothed loss per real target
+    token, so `fit(problem.dataset("train", ...), steps_per_epoch=...)` trains it on a
+    problem's batches (the targets are read from the features); `save("m.keras")` and
+    `keras.models.load_model` round-trip it. The t2t-keras-trainer trains the same model with
+    its own loop (see `training.trainer`).
+
     Args:
-      hparams: an `HParams` or its dict (the model group of fields is used).
+      hparams: a registered hparams set's name ("transformer_base"), an `HParams` or its dict.
       vocab_size: source vocabulary size (and target size unless `target_vocab_size`).
       target_vocab_size: target vocabulary size when it differs; requires unshared weights.
       structure_tokens: the problem's `structure_tokens` (target ids that are not copies of
         the source), required by hparams.copy_position_encoding.
+      **kwargs: `HParams` fields (overriding the set's: `num_hidden_layers=4`) and Keras'
+        own (`name`, `dtype`: a dtype policy such as "mixed_bfloat16").
     """
 
-    def __init__(self, hparams, vocab_size, target_vocab_size=None, structure_tokens=None, **kwargs):
+    def __init__(self, hparams: HParams | dict | str = "transformer_base", vocab_size: int | None = None,
+                 target_vocab_size: int | None = None, structure_tokens=None, **kwargs):
+        overrides = {name: kwargs.pop(name) for name in list(kwargs) if name in HPARAMS_FIELDS}
         super().__init__(**kwargs)
-        self.hparams = hparams if isinstance(hparams, HParams) else HParams.from_dict(hparams)
+        if vocab_size is None:
+            raise TypeError("Transformer needs vocab_size: the number of ids of the (source) vocabulary.")
+        self.hparams = _resolve_hparams(hparams, overrides)
         self.vocab_size = int(vocab_size)
         self.target_vocab_size = int(target_vocab_size or vocab_size)
         hp = self.hparams
@@ -142,19 +161,18 @@ class Transformer(keras.Model):
         if hp.norm_type == "pre":
             self.encoder_norm = LayerNorm(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="encoder_norm")
             self.decoder_norm = LayerNorm(epsilon=hp.layer_norm_epsilon, dtype=dtype, name="decoder_norm")
+        self.build()  # the weights' shapes depend on the hparams only: usable (and loadable) as constructed
 
     @classmethod
     def from_hparams(
         cls, hparams: HParams, vocab_size: int, target_vocab_size: int | None = None, dtype=None, structure_tokens=None
     ) -> "Transformer":
-        """A built model (weights created, so `count_params()` works).
+        """A built model for `hparams` (weights created, so `count_params()` works).
 
         `dtype` is a Keras dtype policy name ("mixed_bfloat16"...); default: the global policy.
         `structure_tokens`: the problem's, used with hparams.copy_position_encoding.
         """
-        model = cls(hparams.validated(), vocab_size, target_vocab_size, structure_tokens, dtype=dtype)
-        model.build()
-        return model
+        return cls(hparams.validated(), vocab_size, target_vocab_size, structure_tokens, dtype=dtype)
 
     def build(self, input_shape=None):
         """Creates every weight; the shapes depend on the hparams only, not on the input."""
@@ -170,6 +188,40 @@ class Transformer(keras.Model):
         for norm in (self.encoder_norm, self.decoder_norm):
             if norm is not None:
                 norm.build(stream_shape)
+
+    def compile(self, optimizer="auto", loss="auto", *, train_steps: int = 0, weighted_metrics="auto", **kwargs):
+        """Keras' compile, with the paper's recipe for "auto": Adam with the warmup / inverse
+        square root schedule of the hparams (`make_optimizer`; `train_steps` places a
+        learning_rate_cooldown_steps cooldown at the end), the label-smoothed cross-entropy
+        per real target token (`LabelSmoothedCrossEntropy`) and token accuracy weighted the
+        same way. Anything else is passed to Keras as given."""
+        if optimizer == "auto":
+            if self.hparams.learning_rate_cooldown_steps and not train_steps:
+                raise ValueError(
+                    f"these hparams cool the learning rate down over the last {self.hparams.learning_rate_cooldown_steps} "
+                    "steps: pass compile(train_steps=N), N the steps fit will run (or learning_rate_cooldown_steps=0)."
+                )
+            optimizer = make_optimizer(self.hparams, train_steps)
+        if loss == "auto":
+            loss = LabelSmoothedCrossEntropy(self.hparams.label_smoothing)
+        if weighted_metrics == "auto":
+            weighted_metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, weighted_metrics=weighted_metrics, **kwargs)
+        self.optimizer.build(self.trainable_variables)  # the model is built: its state exists (and saves) from here
+
+    def compile_from_config(self, config):
+        """`compile` again with the saved settings, as `keras.models.load_model` restores a
+        compiled model (Keras skips models whose compile it does not know)."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras' loss of a batch, `fit`'s and `evaluate`'s (see `_targets_of`)."""
+        y, sample_weight = _targets_of(x, y, sample_weight)
+        return super().compute_loss(x, y, y_pred, sample_weight, training)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        y, sample_weight = _targets_of(x, y, sample_weight)
+        return super().compute_metrics(x, y, y_pred, sample_weight)
 
     @property
     def num_layers(self) -> int:
@@ -318,6 +370,28 @@ class Transformer(keras.Model):
             structure_tokens=self.structure_tokens,
         )
         return config
+
+
+def _targets_of(x, y, sample_weight):
+    """(targets, weights) of a batch as Keras gives it to the loss and metrics: a problem's
+    batches hold their targets in the features (`{"inputs", "targets"}`, no separate y), and
+    padding weighs 0 (times any sample weights given)."""
+    if y is None and isinstance(x, dict):
+        y = x["targets"]
+    if y is not None:
+        real = ops.cast(ops.not_equal(y, PAD_ID), "float32")
+        sample_weight = real if sample_weight is None else real * ops.cast(sample_weight, "float32")
+    return y, sample_weight
+
+
+def _resolve_hparams(hparams: HParams | dict | str, overrides: dict) -> HParams:
+    """The model's HParams: a registered set by name, an HParams or its dict, with `overrides`."""
+    if isinstance(hparams, str):
+        hparams = registry.hparams(hparams)
+    if isinstance(hparams, HParams) and not overrides:
+        return hparams
+    values = hparams.to_dict() if isinstance(hparams, HParams) else dict(hparams)
+    return HParams.from_dict({**values, **overrides}, source="Transformer's hparams")
 
 
 def _end_of_stack(norm, x):

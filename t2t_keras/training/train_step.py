@@ -15,32 +15,9 @@ import tensorflow as tf
 
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.token_ids import PAD_ID
-from t2t_keras.training.adam import FusedAdam
-from t2t_keras.training.losses import real_token_sum
-from t2t_keras.training.schedules import RsqrtWarmupSchedule
+from t2t_keras.optimization.losses import real_token_sum
 
 SUM = tf.distribute.ReduceOp.SUM
-
-
-def make_optimizer(hparams: HParams, train_steps: int = 0) -> keras.optimizers.Optimizer:
-    """Adam with the paper's betas, epsilon and learning-rate schedule (loss scaling for float16);
-    with `weight_decay`, decoupled weight decay (AdamW) at the same learning rate. `train_steps`
-    places `learning_rate_cooldown_steps` at the end of training."""
-    optimizer = FusedAdam(
-        learning_rate=make_schedule(hparams, train_steps), beta_1=hparams.adam_beta1, beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon,
-        weight_decay=hparams.weight_decay or None,
-    )
-    if hparams.mixed_precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    return optimizer
-
-
-def make_schedule(hparams: HParams, train_steps: int = 0) -> RsqrtWarmupSchedule:
-    """The paper's learning-rate schedule with the hparams' warmup, multiplier and cooldown."""
-    return RsqrtWarmupSchedule(
-        hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate,
-        cooldown_steps=hparams.learning_rate_cooldown_steps, train_steps=train_steps,
-    )
 
 
 def target_tokens(features):

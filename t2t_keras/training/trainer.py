@@ -12,6 +12,14 @@ again, so an evaluation a kill interrupted is never missing from the record.
 
 Each evaluation is appended to run.json ("evaluations"); with `keep_best`, the checkpoint
 with the best dev metric so far is kept as output_dir/best (see `checkpoints.BestCheckpoint`).
+
+A loop of its own rather than Keras' `fit` (which trains the same model with the same loss,
+optimizer and schedule: `Transformer.compile`, tests/models/test_keras_way.py): every update
+divides the loss summed over all replicas and accumulated batches by their global token count
+(fit averages per-replica means), the output layer's loss is one fused kernel whose layout is
+timed on the machine (`kernel_choices`), a seeded run resumed after a kill skips the batches
+it trained on and ends as an uninterrupted one, and evaluations decode the dev set for BLEU or
+F1 and keep the best checkpoint.
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ from t2t_keras.training import kernel_choices
 from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
-from t2t_keras.training.train_step import TrainStep, make_optimizer, make_schedule
+from t2t_keras.optimization.recipe import make_optimizer, make_schedule
+from t2t_keras.training.train_step import TrainStep
 
 KEEP_BEST_CHOICES = ("auto", "none", "loss")  # or the problem's score_name
 

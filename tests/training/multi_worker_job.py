@@ -25,7 +25,8 @@ def main():
 
     from t2t_keras.models import Transformer
     from t2t_keras.training.distribution import make_strategy
-    from t2t_keras.training.train_step import TrainStep, make_optimizer
+    from t2t_keras.optimization.recipe import make_optimizer
+    from t2t_keras.training.train_step import TrainStep
 
     strategy = make_strategy("multi_worker_mirrored")
     hparams = aggregation_hparams()

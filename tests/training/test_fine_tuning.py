@@ -21,7 +21,7 @@ from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.training import trainer
 from t2t_keras.training.evaluator import Evaluator
-from t2t_keras.training.train_step import make_optimizer
+from t2t_keras.optimization.recipe import make_optimizer
 from tests.testing import assert_one_line_error
 
 ONE_DEVICE = tf.distribute.OneDeviceStrategy("/cpu:0")

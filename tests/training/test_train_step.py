@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras.models import Transformer
-from t2t_keras.training.train_step import TrainStep, make_optimizer
+from t2t_keras.optimization.recipe import make_optimizer
+from t2t_keras.training.train_step import TrainStep
 from tests.testing import (
     VOCAB, build_train_step, cycle, global_batch, halves, split_for_replicas, train_updates, update_gradients, update_hparams,
     aggregation_hparams,
@@ -91,7 +92,7 @@ def test_fused_adam_equals_keras_adam():
     several steps, gradients from 1e-6 to 1 in size."""
     import keras
 
-    from t2t_keras.training.adam import FusedAdam
+    from t2t_keras.optimization.adam import FusedAdam
 
     rng = np.random.default_rng(0)
     start = rng.normal(size=(16, 8)).astype(np.float32)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
-from t2t_keras.training.losses import loss_sum_and_weight, padded_cross_entropy
+from t2t_keras.optimization.losses import loss_sum_and_weight, padded_cross_entropy
 
 V = 6
 LOGITS = np.random.default_rng(0).normal(size=(2, 4, V)).astype("float32")

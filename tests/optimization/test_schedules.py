@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from t2t_keras import registry
-from t2t_keras.training.schedules import RsqrtWarmupSchedule
-from t2t_keras.training.train_step import make_optimizer
+from t2t_keras.optimization.schedules import RsqrtWarmupSchedule
+from t2t_keras.optimization.recipe import make_optimizer
 
 
 def _paper(step, d_model=512, warmup=4000):
