@@ -10,10 +10,11 @@ are read with nltk's treebank reader from .mrg files and preprocessed the standa
   parsing_english_wsj_words   the same split and size with the words in the targets (what
                               works on the sample, with transformer_parsing_wsj).
   parsing_english_ptb_sample  the same over NLTK's Penn Treebank sample: files 0001-0159
-                              train, 0160-0179 dev, shipped in problems/data/ptb_sample (used
-                              without --tmp_dir; --tmp_dir takes NLTK's own copy,
-                              ~/nltk_data/corpora/treebank/combined). Its test files,
-                              0180-0199, are never shipped nor read. Separate vocabularies: 8000 source pieces,
+                              train, 0160-0179 dev, read from --tmp_dir, else from NLTK's own
+                              copy (nltk.download("treebank")), else from the repository's
+                              data/ptb_sample (a checkout; the wheel does not ship the sample:
+                              its terms are non-commercial, see NOTICE). Its test files,
+                              0180-0199, are never read. Separate vocabularies: 8000 source pieces,
                               which keep most words whole (the shared 2000-piece vocabulary
                               split a 33-word sentence into 54), and the tree's symbols as
                               whole words on the target side.
@@ -37,7 +38,7 @@ import os
 import re
 from typing import ClassVar, Iterator
 
-from t2t_keras import files
+from t2t_keras import extras, files
 from t2t_keras.data.text_files import TextStats
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
@@ -47,7 +48,9 @@ from t2t_keras.registry import register_problem
 
 WORD_START = "\u2581"  # SentencePiece's word-boundary mark
 
-PTB_SAMPLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "ptb_sample")
+# The repository's copy of NLTK's sample, beside problems/: there in a checkout (and so in its
+# editable install), never in an installed wheel.
+CHECKOUT_PTB_SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "ptb_sample")
 _MRG_NAME = re.compile(r"^wsj_(\d{2})(\d{2})\.mrg$")
 
 
@@ -86,7 +89,7 @@ class ParsingProblem(Problem):
 
     def trees(self, split: str, tmp_dir: str | None) -> Iterator:
         """(path, preprocessed nltk.Tree) of every sentence of `split`, in file order."""
-        import nltk
+        nltk = extras.require("parsing")
         from nltk.corpus.reader import BracketParseCorpusReader
 
         from t2t_keras.parsing.trees import preprocess
@@ -141,11 +144,10 @@ class ParsingProblem(Problem):
 
     def score_outputs(self, outputs: list[str], references: list):
         """EVALB (COLLINS.prm rules) F1 of the decoded trees (all sentences; the report adds <= 40 words)."""
-        from nltk import Tree
-
         from t2t_keras.parsing.evalb import evalb_score
+        from t2t_keras.parsing.trees import tree_type
 
-        return evalb_score(references, [Tree.fromstring(line) for line in outputs])
+        return evalb_score(references, [tree_type().fromstring(line) for line in outputs])
 
     def dev_examples(self, data_dir: str, count: int) -> tuple[list[str], list]:
         """The first `count` dev sentences and gold trees, from the files datagen wrote."""
@@ -204,8 +206,7 @@ class ParsingEnglishWsjWords(ParsingEnglishWsj):
 
 @register_problem()
 class ParsingEnglishPtbSample(ParsingProblem):
-    """NLTK's WSJ sample, shipped: files 0001-0159 train, 0160-0179 dev (--tmp_dir: NLTK's own
-    copy instead). Its test files 0180-0199 are never read."""
+    """NLTK's WSJ sample: files 0001-0159 train, 0160-0179 dev. Its test files 0180-0199 are never read."""
 
     name = "parsing_english_ptb_sample"
     vocab_spec = VocabSpec(size=8000, size_is_bound=True)  # the shipped slice has fewer words
@@ -214,7 +215,23 @@ class ParsingEnglishPtbSample(ParsingProblem):
     splits_by_file = {"train": (1, 159), "dev": (160, 179)}
 
     def mrg_dir(self, tmp_dir: str | None) -> str:
-        return tmp_dir or PTB_SAMPLE_DIR
+        """--tmp_dir; else NLTK's copy (nltk.download("treebank") into one of NLTK's data
+        directories); else the repository's, in a checkout."""
+        if tmp_dir:
+            return tmp_dir
+        nltk = extras.require("parsing")
+        try:
+            found = nltk.data.find("corpora/treebank/combined")
+        except LookupError:
+            found = None
+        if isinstance(found, nltk.data.FileSystemPathPointer):  # not a zip that was never unpacked
+            return found.path
+        if os.path.isdir(CHECKOUT_PTB_SAMPLE_DIR):
+            return CHECKOUT_PTB_SAMPLE_DIR
+        raise UsageError(
+            f"{self.name} reads NLTK's Penn Treebank sample, which the installed package does not ship: "
+            "run python -m nltk.downloader treebank, or pass --tmp_dir=DIR holding its wsj_*.mrg files."
+        )
 
 
 @register_problem()

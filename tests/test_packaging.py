@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -61,14 +62,33 @@ def test_catalogs_refuse_their_top_level_name(catalog):
     assert f"import this catalog as t2t_keras.{catalog}" in result.stderr
 
 
-def test_wheel_has_only_the_t2t_keras_top_level(tmp_path):
+def build_wheel(directory) -> Path:
+    """The wheel of the working tree, built offline with the venv's setuptools."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(REPO_ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(directory), str(REPO_ROOT)],
         check=True, capture_output=True,
     )
-    (wheel,) = tmp_path.glob("t2t_keras-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
+    (wheel,) = Path(directory).glob("t2t_keras-*.whl")
+    return wheel
+
+
+def test_wheel_has_only_the_t2t_keras_top_level_and_no_treebank_file(tmp_path):
+    names = zipfile.ZipFile(build_wheel(tmp_path)).namelist()
     top_levels = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_levels == {"t2t_keras"}
     assert "t2t_keras/hparams/transformer.py" in names and "t2t_keras/problems/__init__.py" in names
     assert "t2t_keras/problems/data/multi30k/val.de.gz" in names  # the demo's corpus ships
+    assert not [name for name in names if name.endswith(".mrg")]  # the PTB sample's terms are non-commercial (NOTICE)
+    assert {"t2t_keras-0.1.0.dist-info/licenses/LICENSE", "t2t_keras-0.1.0.dist-info/licenses/NOTICE"} <= set(names)
+
+
+def test_sdist_has_the_license_and_notice_and_no_treebank_file(tmp_path):
+    """The sdist as setuptools' PEP 517 backend builds it (no network: no build isolation)."""
+    code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, check=True, capture_output=True, text=True)
+    with tarfile.open(tmp_path / result.stdout.splitlines()[-1]) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+        metadata = sdist.extractfile("t2t_keras-0.1.0/PKG-INFO").read().decode()
+    assert {"LICENSE", "NOTICE", "pyproject.toml", "problems/data/multi30k/val.de.gz"} <= names
+    assert not [name for name in names if name.endswith(".mrg")]
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: NOTICE" in metadata

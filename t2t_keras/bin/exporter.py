@@ -17,7 +17,7 @@ def define_flags() -> None:
     common_flags.define_trained_run_flags("export")
     flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
                       "saved_model: for TF Serving (text in, text out); ctranslate2: a model directory for CTranslate2 "
-                      '(pip install -e ".[ctranslate2]").')
+                      '(pip install "t2t-keras[ctranslate2]").')
     flags.DEFINE_string("export_dir", None, "saved_model: TF Serving's model base path, the export becomes "
                         "export_dir/<version>/; ctranslate2: the model directory (must not exist).")
     flags.DEFINE_integer("version", None, "saved_model: the export's version number (default: the checkpoint's step).")

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from t2t_keras import files
+from t2t_keras import extras, files
 from t2t_keras.token_ids import EOS_ID
 
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
@@ -37,6 +37,7 @@ def attention_figure(layer_weights: np.ndarray, rows: list[str], columns: list[s
     A bare `Figure` (not pyplot): it renders to files without a display and leaves the
     process's pyplot state and backend alone.
     """
+    extras.require("plots")
     from matplotlib.figure import Figure
 
     num_heads = layer_weights.shape[0]

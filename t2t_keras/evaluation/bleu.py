@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import sacrebleu
 
+from t2t_keras import extras
+
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
@@ -68,9 +70,7 @@ def paper_tokenize(text: str, tokenizer) -> str:
 
 def paper_bleu(hypotheses: list[str], references: list[str], language: str = "de"):
     """BLEU on Moses-tokenised, compound-split text (tensor2tensor's get_ende_bleu.sh)."""
-    from sacremoses import MosesTokenizer
-
-    tokenizer = MosesTokenizer(lang=language)
+    tokenizer = extras.require("paper-bleu").MosesTokenizer(lang=language)
     metric = sacrebleu.metrics.BLEU(tokenize="none", force=True)
     score = metric.corpus_score(
         [paper_tokenize(h, tokenizer) for h in hypotheses], [[paper_tokenize(r, tokenizer) for r in references]]

@@ -30,13 +30,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
-from typing import Iterable
-
-from nltk import Tree
+from typing import TYPE_CHECKING, Iterable
 
 from t2t_keras.errors import UsageError
 from t2t_keras.parsing.evalb_params import EvalbParams, default_params
 from t2t_keras.parsing.trees import PLACEHOLDER, ROOT_LABELS, is_preterminal
+
+if TYPE_CHECKING:
+    from nltk import Tree
 
 QUOTE_WORDS = frozenset({"'", '"', "/"})  # the only words new.prm's QUOTE_LABEL repair puts back
 FUNCTION_TAG = re.compile("[-=]")  # a bracket label ends at the first - or =

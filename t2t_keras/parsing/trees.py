@@ -13,11 +13,13 @@ into a tree over exactly the input words, counting what it repaired.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
-from nltk import Tree
-
-from t2t_keras import files
+from t2t_keras import extras, files
 from t2t_keras.errors import UsageError
+
+if TYPE_CHECKING:
+    from nltk import Tree
 
 PLACEHOLDER = "XX"
 CLOSE = ")"
@@ -38,8 +40,13 @@ def strip_function_tags(label: str) -> str:
     return label.split("-")[0].split("=")[0]
 
 
+def tree_type() -> type[Tree]:
+    """nltk's Tree (the [parsing] extra), imported when trees are first made or read."""
+    return extras.require("parsing").Tree
+
+
 def is_preterminal(tree) -> bool:
-    return isinstance(tree, Tree) and len(tree) == 1 and isinstance(tree[0], str)
+    return isinstance(tree, tree_type()) and len(tree) == 1 and isinstance(tree[0], str)
 
 
 def preprocess(tree: Tree) -> Tree | None:
@@ -48,6 +55,7 @@ def preprocess(tree: Tree) -> Tree | None:
     Drops the unlabelled root wrapper, -NONE- empty elements and the constituents they
     leave empty, and function tags and indices. None if no word is left.
     """
+    Tree = tree_type()
     while isinstance(tree, Tree) and tree.label() in ROOT_LABELS and len(tree) == 1 and isinstance(tree[0], Tree):
         tree = tree[0]
     return remove_empty_elements(tree)
@@ -56,6 +64,7 @@ def preprocess(tree: Tree) -> Tree | None:
 def remove_empty_elements(tree):
     """`tree` without -NONE- leaves, the constituents left empty and function tags; None if
     no word is left."""
+    Tree = tree_type()
     if is_preterminal(tree):
         return None if tree.label() == "-NONE-" else Tree(tree.label(), [tree[0]])
     children = [child for child in (remove_empty_elements(c) for c in tree if isinstance(c, Tree)) if child is not None]
@@ -123,6 +132,7 @@ def restore(sequence: str, words: list[str]) -> tuple[Tree, Repairs]:
 
     Placeholders take the words in order and keep XX as their tag.
     """
+    Tree = tree_type()
     repairs = Repairs()
     top: list = []  # the finished top-level nodes
     stack: list[Tree] = []
@@ -204,6 +214,7 @@ def read_trees(path: str, flag: str | None = None) -> list[Tree]:
 
 
 def _parse(text: str, where: str, line: int) -> Tree:
+    Tree = tree_type()  # outside the try: its UsageError is a ValueError too
     try:
         return Tree.fromstring(text)
     except ValueError as e:

@@ -36,7 +36,7 @@ import tempfile
 
 import numpy as np
 
-from t2t_keras import files
+from t2t_keras import extras, files
 from t2t_keras.errors import UsageError
 from t2t_keras.token_ids import EOS_ID, START_ID, UNK_ID
 
@@ -56,7 +56,8 @@ def export_run(run, export_dir: str, quantization: str = "float32") -> str:
         raise UsageError(f"--export_dir={export_dir} already exists and is never overwritten; remove it or choose another.")
     if quantization not in QUANTIZATIONS:
         raise UsageError(f"--quantization={quantization}: CTranslate2 knows {', '.join(QUANTIZATIONS)}.")
-    ctranslate2 = _import_ctranslate2()
+    extras.require("ctranslate2")
+    import ctranslate2.converters
     problem, vocabularies, decode_hparams = run.problem, run.vocabularies, run.decode_hparams
     if decode_hparams.constrained and run.token_filter() is not None:
         raise UsageError(
@@ -101,6 +102,7 @@ def export_run(run, export_dir: str, quantization: str = "float32") -> str:
 def model_spec(model, vocabularies):
     """A `ctranslate2.specs.TransformerSpec` holding `model`'s weights (a Transformer), with
     `vocabularies`' pieces and special tokens."""
+    extras.require("ctranslate2")
     from ctranslate2.specs import common_spec, transformer_spec
 
     hp = model.hparams
@@ -160,16 +162,6 @@ def write_vmap(shortlist, vocabularies, path: str) -> None:
             lines.append(source.pieces([token])[0] + "\t" + " ".join(target.pieces(kept)))
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + "\n")
-
-
-def _import_ctranslate2():
-    try:
-        import ctranslate2
-        import ctranslate2.converters
-    except ImportError:
-        raise UsageError('--format=ctranslate2 needs the ctranslate2 package: pip install -e ".[ctranslate2]" '
-                         "(or pip install ctranslate2).") from None
-    return ctranslate2
 
 
 def _numpy(variable) -> np.ndarray:

@@ -35,7 +35,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_keras import files
+from t2t_keras import extras, files
 from t2t_keras.checkpoints import checkpoint_step
 from t2t_keras.errors import UsageError
 
@@ -58,6 +58,8 @@ def export_saved_model(translator, export_dir: str, version: int) -> str:
     files.makedirs(export_dir)
     # Written as .incomplete.<version>: TF Serving ignores a directory whose name is not a number.
     with files.atomic_path(final_path) as temporary:
+        # First: without the [serving] extra the export stops here, not after the save.
+        write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
         # Concrete functions, which saving does not trace again; serving_default is TF Serving's default.
         signatures = {
             "serving_default": translator.translate_text.get_concrete_function(),
@@ -65,7 +67,7 @@ def export_saved_model(translator, export_dir: str, version: int) -> str:
             "score": translator.score_text.get_concrete_function(),
         }
         # Only what the signatures use is saved: the variables they read and the SentencePiece
-        # resources (not the Translator, whose every tf.function would be traced again, the
+        # resources (not the SearchModule, whose every tf.function would be traced again, the
         # sampling one too). `variables`, as in the exports of keras.export.ExportArchive.
         variables = {id(v): v for function in signatures.values() for v in function.variables}
         tokenizers = {id(t): t for t in (translator.source_tokenizer, translator.target_tokenizer)}
@@ -81,7 +83,6 @@ def export_saved_model(translator, export_dir: str, version: int) -> str:
         for name, vocabulary in zip(VOCAB_ASSETS, (vocabularies.source, None if vocabularies.shared else vocabularies.target)):
             if vocabulary is not None:
                 files.write_bytes_directly(os.path.join(temporary, "assets", name), vocabulary.model_proto)
-        write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
         files.write_bytes_directly(os.path.join(temporary, METADATA_FILE), (json.dumps(export_metadata(translator, version), indent=2) + "\n").encode())
     return final_path
 
@@ -119,6 +120,7 @@ def new_version_path(export_dir: str, version: int) -> str:
 
 def write_warmup_requests(path: str) -> None:
     """TF Serving's warmup file: PredictionLog records, each wrapping a serving_default PredictRequest."""
+    extras.require("serving")
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     files.makedirs(os.path.dirname(path))
@@ -135,7 +137,7 @@ def export_run(run, export_dir: str, version: int | None = None) -> str:
     `export_dir/<version>` (default: the checkpoint's step); returns the version's path. Inputs
     are cut to decode_hparams.max_input_tokens, by default the model's max_length. The precision
     is the serving machine's (`TrainedRun.for_export`)."""
-    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.decoding.search_module import SearchModule
 
     run = run.for_export()
     checkpoint = run.checkpoints[0]
@@ -144,4 +146,4 @@ def export_run(run, export_dir: str, version: int | None = None) -> str:
     new_version_path(export_dir, version)  # fail before the slow part
     if not run.decode_hparams.max_input_tokens:  # a served request costs at most what the model was trained on
         run = run.with_settings(max_input_tokens=run.run_dir.hparams().max_length)
-    return export_saved_model(Translator.from_run(run), export_dir, version)
+    return export_saved_model(SearchModule.from_run(run), export_dir, version)

@@ -17,7 +17,9 @@ from t2t_keras.data.text_files import TextStats
 from t2t_keras.decoding.batch_decoding import padded_batch
 from t2t_keras.parsing.trees import read_trees
 from t2t_keras.parsing.trees import PTB_LABELS
-from t2t_keras.problems.parsing_english import PTB_SAMPLE_DIR
+from t2t_keras.errors import UsageError
+from t2t_keras.problems import parsing_english
+from t2t_keras.problems.parsing_english import CHECKOUT_PTB_SAMPLE_DIR
 from t2t_keras.training import trainer
 from t2t_keras.training.evaluator import Evaluator
 from tests.testing import assert_one_line_error
@@ -37,7 +39,7 @@ def test_registered_with_the_papers_settings():
     assert registry.hparams("transformer_parsing_tiny").num_hidden_layers == 4
 
 
-def test_first_pair_of_the_shipped_sample():
+def test_first_pair_of_the_sample():
     problem = registry.problem("parsing_english_ptb_sample")
     source, target = next(iter(problem.text_pairs("train", None, TextStats())))
     assert source == "Pierre Vinken , 61 years old , will join the board as a nonexecutive director Nov. 29 ."
@@ -50,7 +52,7 @@ def test_first_pair_of_the_shipped_sample():
 def test_wsj_splits_by_section(tmp_path):
     for section, number in (("02", "0200"), ("21", "2199"), ("22", "2201"), ("23", "2300"), ("24", "2400")):
         os.makedirs(tmp_path / section)
-        shutil.copyfile(os.path.join(PTB_SAMPLE_DIR, "wsj_0001.mrg"), tmp_path / section / f"wsj_{number}.mrg")
+        shutil.copyfile(os.path.join(CHECKOUT_PTB_SAMPLE_DIR, "wsj_0001.mrg"), tmp_path / section / f"wsj_{number}.mrg")
     problem = registry.problem("parsing_english_wsj")
     names = {split: [os.path.basename(p) for p in problem.mrg_files(split, str(tmp_path))] for split in problem.splits}
     assert names == {"train": ["wsj_0200.mrg", "wsj_2199.mrg"], "dev": ["wsj_2201.mrg"], "test": ["wsj_2300.mrg"]}
@@ -60,7 +62,7 @@ def sample_slice(directory) -> str:
     """wsj_0001-0019 (train, 212 trees) and wsj_0160-0164 (dev, 67) of the shipped sample, for speed."""
     os.makedirs(directory, exist_ok=True)
     for number in (*range(1, 20), *range(160, 165)):
-        shutil.copyfile(os.path.join(PTB_SAMPLE_DIR, f"wsj_{number:04d}.mrg"), os.path.join(directory, f"wsj_{number:04d}.mrg"))
+        shutil.copyfile(os.path.join(CHECKOUT_PTB_SAMPLE_DIR, f"wsj_{number:04d}.mrg"), os.path.join(directory, f"wsj_{number:04d}.mrg"))
     return str(directory)
 
 
@@ -72,15 +74,39 @@ def wsj_layout(directory) -> str:
         folder = os.path.join(directory, "parsed", "mrg", "wsj", section)
         os.makedirs(folder)
         for position, number in enumerate(numbers):
-            shutil.copyfile(os.path.join(PTB_SAMPLE_DIR, f"wsj_{number:04d}.mrg"), os.path.join(folder, f"wsj_{section}{position:02d}.mrg"))
+            shutil.copyfile(os.path.join(CHECKOUT_PTB_SAMPLE_DIR, f"wsj_{number:04d}.mrg"), os.path.join(folder, f"wsj_{section}{position:02d}.mrg"))
     return str(directory)
 
 
-def test_the_sample_ships_its_train_and_dev_files_only():
-    names = sorted(os.listdir(PTB_SAMPLE_DIR))
-    assert names == [f"wsj_{number:04d}.mrg" for number in range(1, 180)]  # 0180-0199, the test files, are not shipped
+def test_the_repository_holds_the_samples_train_and_dev_files_only(tmp_path, monkeypatch):
+    import nltk
+
+    names = sorted(os.listdir(CHECKOUT_PTB_SAMPLE_DIR))
+    assert names == [f"wsj_{number:04d}.mrg" for number in range(1, 180)]  # 0180-0199, the test files, are not kept
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])  # no NLTK copy: the checkout's is read
     problem = registry.problem("parsing_english_ptb_sample")
     assert [len(problem.mrg_files(split, None)) for split in problem.splits] == [159, 20]
+
+
+def test_the_sample_is_read_from_tmp_dir_else_nltk_data_else_the_checkout(tmp_path, monkeypatch):
+    import nltk
+
+    problem = registry.problem("parsing_english_ptb_sample_words")
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nltk_data")])
+    assert problem.mrg_dir(None) == CHECKOUT_PTB_SAMPLE_DIR
+    nltk_copy = sample_slice(tmp_path / "nltk_data" / "corpora" / "treebank" / "combined")  # nltk.download("treebank")'s place
+    assert problem.mrg_dir(None) == nltk_copy
+    assert problem.mrg_dir(str(tmp_path / "mine")) == str(tmp_path / "mine")
+    # An installed wheel: no checkout copy, and nothing downloaded.
+    monkeypatch.setattr(parsing_english, "CHECKOUT_PTB_SAMPLE_DIR", str(tmp_path / "site-packages" / "data" / "ptb_sample"))
+    assert problem.mrg_dir(None) == nltk_copy
+    shutil.rmtree(nltk_copy)
+    with pytest.raises(UsageError) as raised:
+        problem.mrg_dir(None)
+    assert str(raised.value) == (
+        "parsing_english_ptb_sample_words reads NLTK's Penn Treebank sample, which the installed package does not ship: "
+        "run python -m nltk.downloader treebank, or pass --tmp_dir=DIR holding its wsj_*.mrg files."
+    )
 
 
 def test_datagen_writes_shards_and_the_dev_words_and_gold_trees(tmp_path):
@@ -114,7 +140,7 @@ def test_bad_input_is_one_line(tmp_path):
     )
     broken = tmp_path / "broken"
     broken.mkdir()
-    shutil.copyfile(os.path.join(PTB_SAMPLE_DIR, "wsj_0001.mrg"), broken / "wsj_0001.mrg")
+    shutil.copyfile(os.path.join(CHECKOUT_PTB_SAMPLE_DIR, "wsj_0001.mrg"), broken / "wsj_0001.mrg")
     (broken / "wsj_0002.mrg").write_text("( (S (NP-SBJ (NNP Mr.) (NNP Vinken) ) (VP (VBZ is) )\n")
     assert_one_line_error(
         _cli("datagen", "--noprogress", "--problem=parsing_english_ptb_sample", f"--data_dir={tmp_path / 'd2'}", f"--tmp_dir={broken}"),
