@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing import REPO_ROOT
+from tests.testing import REPO_ROOT, build_wheel, source_copy
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 
@@ -62,16 +62,6 @@ def test_catalogs_refuse_their_top_level_name(catalog):
     assert f"import this catalog as t2t_keras.{catalog}" in result.stderr
 
 
-def build_wheel(directory) -> Path:
-    """The wheel of the working tree, built offline with the venv's setuptools."""
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(directory), str(REPO_ROOT)],
-        check=True, capture_output=True,
-    )
-    (wheel,) = Path(directory).glob("t2t_keras-*.whl")
-    return wheel
-
-
 def test_wheel_has_only_the_t2t_keras_top_level_and_no_treebank_file(tmp_path):
     names = zipfile.ZipFile(build_wheel(tmp_path)).namelist()
     top_levels = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
@@ -85,7 +75,8 @@ def test_wheel_has_only_the_t2t_keras_top_level_and_no_treebank_file(tmp_path):
 def test_sdist_has_the_license_and_notice_and_no_treebank_file(tmp_path):
     """The sdist as setuptools' PEP 517 backend builds it (no network: no build isolation)."""
     code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, check=True, capture_output=True, text=True)
+    source = source_copy(tmp_path)
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=source, check=True, capture_output=True, text=True)
     with tarfile.open(tmp_path / result.stdout.splitlines()[-1]) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
         metadata = sdist.extractfile("t2t_keras-0.1.0/PKG-INFO").read().decode()

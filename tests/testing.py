@@ -280,3 +280,23 @@ class FixedTokenFilter:
         import tensorflow as tf
 
         return tf.tile(tf.constant([self.allowed_tokens]), [tf.shape(state)[0], 1])
+
+
+def source_copy(directory) -> pathlib.Path:
+    """The working tree's files a build reads, copied to `directory`: builds in the checkout
+    would share its build/ folder between the test workers."""
+    import shutil
+
+    ignored = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache")
+    return pathlib.Path(shutil.copytree(REPO_ROOT, pathlib.Path(directory) / "source", ignore=ignored))
+
+
+def build_wheel(directory) -> pathlib.Path:
+    """The working tree's wheel, built in `directory` offline with the venv's setuptools."""
+    import sys
+
+    source = source_copy(directory)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(directory), str(source)],
+                   check=True, capture_output=True)
+    (wheel,) = pathlib.Path(directory).glob("t2t_keras-*.whl")
+    return wheel
