@@ -52,26 +52,23 @@ def timed(decode, repeats: int):
 
 def ours(args, lines):
     """(rates, outputs, settings) of t2t-keras's decoder over `lines`."""
-    from t2t_keras.checkpoints import RunDir
     from t2t_keras.decoding import file_decoding
-    from t2t_keras.decoding.translator import Translator
-    from t2t_keras.system import cores_for_decoding
+    from t2t_keras.decoding.trained_run import TrainedRun
+    from t2t_keras.translator import Translator
 
-    hparams = RunDir(args.output_dir).problem().decode_settings(args.decode_hparams)
-    # Before TensorFlow starts: each part of a batch gets its own core, as in t2t-keras-decoder.
-    hparams = dataclasses.replace(hparams, parallel_parts=cores_for_decoding(hparams.parallel_parts))
-    translator = Translator.from_run_dir(args.output_dir, hparams)
-    if args.window_lines >= 0:
-        file_decoding.window_lines = lambda _: args.window_lines or len(lines)
+    # As t2t-keras-decoder: each part of a batch on a core of its own, set before TensorFlow starts.
+    translator = Translator.from_run(TrainedRun.resolve(args.output_dir, args.decode_hparams))
+    window = file_decoding.window_lines(translator.settings) if args.window_lines < 0 else args.window_lines or len(lines)
+    translate_window = translator.window_translator()
 
     def decode():
         written = []
-        file_decoding.decode_stream(translator, translator.problem, iter(enumerate(lines)), written.extend)
+        file_decoding.decode_stream(translate_window, iter(enumerate(lines)), written.extend, window)
         return written
 
     rates, outputs = timed(decode, args.repeats)
-    return rates, outputs, {"engine": "t2t_keras", "decode_hparams": dataclasses.asdict(translator.decode_hparams),
-                            "window_lines": file_decoding.window_lines(hparams), "checkpoint": translator.checkpoint_path}
+    return rates, outputs, {"engine": "t2t_keras", "decode_hparams": dataclasses.asdict(translator.settings),
+                            "window_lines": window, "checkpoint": translator.checkpoint_paths[0]}
 
 
 def ctranslate2_engine(args, lines):

@@ -31,15 +31,23 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 from t2t_keras import registry  # noqa: E402  (light: no TensorFlow import)
 
-_LAZY_SUBPACKAGES = ("layers", "models", "training")
+_LAZY_SUBPACKAGES = ("layers", "models", "optimization", "training")
+# The Python API, importable from the top (`from t2t_keras import Translator, Transformer`) without
+# paying for TensorFlow when only the registries are used (e.g. `--registry_help`).
+_LAZY_NAMES = {
+    "Translator": "t2t_keras.translator",
+    "Hypothesis": "t2t_keras.decoding.batch_decoding",
+    "Transformer": "t2t_keras.models.transformer",
+    "LabelSmoothedCrossEntropy": "t2t_keras.optimization.losses",
+}
 
 
 def __getattr__(name):
-    # `t2t_keras.models.Transformer` works after a bare `import t2t_keras`, without paying
-    # for TensorFlow when only the registries are used (e.g. `--registry_help`).
     if name in _LAZY_SUBPACKAGES:
         return importlib.import_module(f"t2t_keras.{name}")
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
     raise AttributeError(f"module 't2t_keras' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "registry", *_LAZY_SUBPACKAGES]
+__all__ = ["__version__", "registry", *_LAZY_SUBPACKAGES, *_LAZY_NAMES]

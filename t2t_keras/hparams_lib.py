@@ -321,6 +321,15 @@ def apply_overrides(config, overrides: str, flag: str = "--hparams"):
     return dataclasses.replace(config, **changes)
 
 
+def replace_fields(config, changes: dict, source: str):
+    """`config` (HParams or another config dataclass) with `changes` ({name: Python value})
+    applied, each checked against its field's declared type; validated."""
+    config_type = type(config)
+    checked = {key: _check_type(config_type, _field_named(key, source, config_type), value, source)
+               for key, value in changes.items()}
+    return dataclasses.replace(config, **checked).validated()
+
+
 def _field_named(key: str, source: str, config_type) -> dataclasses.Field:
     fields = {f.name: f for f in dataclasses.fields(config_type)}
     if key not in fields:

@@ -78,17 +78,30 @@ def one_thread_per_op(parallel_ops: int) -> None:
     """
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(max(parallel_ops, 2))
+    threads = (1, max(parallel_ops, 2))
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads[0])
+        tf.config.threading.set_inter_op_parallelism_threads(threads[1])
+    except RuntimeError:  # TensorFlow has run ops already: its thread pools are made
+        current = (tf.config.threading.get_intra_op_parallelism_threads(),
+                   tf.config.threading.get_inter_op_parallelism_threads())
+        if current != threads:
+            logging.warning(
+                "TensorFlow ran before decoding was set up, so its ops keep their thread settings (intra-op %d, "
+                "inter-op %d; 0 = all cores), not one thread per op: decoding may be slower than t2t-keras-decoder. "
+                "Create the Translator before other TensorFlow work.", *current)
 
 
-def cores_for_decoding(requested: int) -> int:
-    """The parts a decoding program searches each batch in (`decoding_parts`), each given a
-    core of its own when there are several (`one_thread_per_op`); returns the parts. Call
-    before TensorFlow runs its first op."""
+def cores_for_decoding(requested: int, configure: bool = True) -> int:
+    """The parts a decoding program searches each batch in (`decoding_parts`); with
+    `configure`, each given a core of its own when there are several (`one_thread_per_op`)
+    and freed memory kept (`keep_freed_memory`), as t2t-keras-decoder runs. Returns the parts.
+    Call before TensorFlow runs its first op."""
     parts = decoding_parts(requested)
-    if parts > 1:
-        one_thread_per_op(parts)
+    if configure:
+        keep_freed_memory()
+        if parts > 1:
+            one_thread_per_op(parts)
     return parts
 
 

@@ -25,6 +25,9 @@ from tests.testing import seed_generators  # noqa: E402
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2
 )
+# TensorFlow starts here, with its default threads: a Translator made later in the worker
+# cannot set one thread per op for the tests after it (training wants every core per op).
+tf.zeros([]).numpy()
 
 # Seeded once for the session, not per test: tf.random.set_seed clears TensorFlow's eager
 # kernel cache, which destroys the SentencePiece resources of tensorflow_text tokenizers

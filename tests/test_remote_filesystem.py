@@ -15,9 +15,8 @@ from t2t_keras.checkpoints import RunDir, average_checkpoints
 from t2t_keras.data import datagen
 from t2t_keras.decoding import file_decoding
 from t2t_keras.decoding.trained_run import TrainedRun
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.translator import Translator
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
-from t2t_keras.serving.exported_translator import ExportedTranslator
 from t2t_keras.serving.exporter import export_run
 from t2t_keras.training import trainer
 
@@ -64,22 +63,22 @@ def test_datagen_train_resume_average_decode_export(scheme, tmp_path, monkeypatc
     assert RunDir(f"{root}/run/best").hparams() == hparams
 
     average_checkpoints(f"{root}/run", 2, f"{root}/avg")
-    translator = Translator.from_run_dir(f"{root}/avg", "beam_size=2,extra_length=5")
+    translator = Translator.from_preset(f"{root}/avg", beam_size=2, extra_length=5)
     sentences = _lines("val.en.gz", 8)
-    expected = translator.translate(sentences)
+    expected = translator.generate(sentences)
     source = f"{root}/text/decode.en"
     files.write_atomically(source, "".join(s + "\n" for s in sentences))
     from t2t_keras.data.text_files import TextStats, read_lines
 
     file_decoding.write_lines(f"{root}/decoded.de", [])  # an output file there, replaced below
     with files.atomic_path(f"{root}/decoded.de") as temporary, files.open_file(temporary, "w") as handle:
-        file_decoding.decode_stream(translator, translator.problem, enumerate(read_lines(source, TextStats())),
-                                    lambda lines: handle.write("".join(line + "\n" for line in lines)))
+        file_decoding.decode_stream(translator.window_translator(), enumerate(read_lines(source, TextStats())),
+                                    lambda lines: handle.write("".join(line + "\n" for line in lines)), window_size=5)
     assert files.read_text(f"{root}/decoded.de").splitlines() == expected
 
-    path = export_run(TrainedRun.resolve(f"{root}/avg", translator.decode_hparams), f"{root}/export")
+    path = export_run(TrainedRun.resolve(f"{root}/avg", translator.settings), f"{root}/export")
     assert path == f"{root}/export/4" and files.listdir(f"{root}/export") == ["4"]
-    exported = ExportedTranslator(f"{root}/export")
-    assert exported.translate(sentences) == expected
-    assert exported.metadata["decode_hparams"]["max_input_tokens"] == 64
+    exported = Translator.from_preset(f"{root}/export")
+    assert exported.generate(sentences) == expected
+    assert exported.settings.max_input_tokens == 64
     assert not os.path.exists(tmp_path / "file:")

@@ -26,7 +26,7 @@ from absl import flags
 
 from t2t_keras import files
 from t2t_keras.bin import flags as common_flags
-from t2t_keras.decoding import batch_decoding, file_decoding
+from t2t_keras.decoding import file_decoding
 from t2t_keras.errors import UsageError
 
 
@@ -117,10 +117,9 @@ def main(argv) -> int:
         if output.progress(FLAGS.start_over)[1]:
             return _nothing_to_do(path, end - first)
 
-    from t2t_keras.decoding.translator import Translator
-    from t2t_keras.system import cores_for_decoding
+    from t2t_keras.translator import Translator
 
-    translator = Translator.from_run(run.with_settings(parallel_parts=cores_for_decoding(decode_hparams.parallel_parts)))
+    translator = Translator.from_run(run)  # the Python API's decoding: a part of each batch per core, an op a thread
     if FLAGS.decode_interactive:
         file_decoding.interactive(translator)
         return 0
@@ -140,13 +139,13 @@ def main(argv) -> int:
             sys.stdout.flush()
             best.extend(_best_texts(lines, FLAGS.n_best))
 
-        _decode(translator, problem, numbered(0), write, report, end - first, 0)
+        _decode(translator, numbered(0), write, report, end - first, 0)
         _summary(translator, report, stats, problem, reference, best, resumed=0, block=(first, end))
         return 0
 
     if output is None:  # an object store: no appending there; the whole output at once, when complete
         with files.atomic_path(path) as temporary, files.open_file(temporary, "w") as handle:
-            _decode(translator, problem, numbered(0), lambda lines: handle.write("".join(line + "\n" for line in lines)),
+            _decode(translator, numbered(0), lambda lines: handle.write("".join(line + "\n" for line in lines)),
                     report, end - first, 0)
         best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best)
         _summary(translator, report, stats, problem, None if reference is None else reference[first:end], best, resumed=0, block=(first, end))
@@ -158,7 +157,7 @@ def main(argv) -> int:
         print(f"resuming {path}: {done} of {end - first} input lines are done; decoding the {end - first - done} left.", file=sys.stderr)
     finished = False
     try:
-        _decode(translator, problem, numbered(done), output.write, report, end - first, done)
+        _decode(translator, numbered(done), output.write, report, end - first, done)
         finished = True
     except KeyboardInterrupt:
         output.close(complete=False)
@@ -186,13 +185,15 @@ def _nothing_to_do(path: str, lines: int) -> int:
     return 0
 
 
-def _decode(translator, problem, numbered_lines, write, report, total: int, done: int) -> None:
+def _decode(translator, numbered_lines, write, report, total: int, done: int) -> None:
     import tqdm
 
     bar = tqdm.tqdm(total=total, initial=done, unit=" lines", disable=not flags.FLAGS.progress, file=sys.stderr, mininterval=1.0)
     try:
-        file_decoding.decode_stream(translator, problem, numbered_lines, write, flags.FLAGS.n_best, _columns(),
-                                    report, progress=bar)
+        columns = _columns()
+        translate_window = translator.window_translator(flags.FLAGS.n_best, log_probs="log_prob" in columns)
+        file_decoding.decode_stream(translate_window, numbered_lines, write, file_decoding.window_lines(translator.settings),
+                                    columns, report, progress=bar)
     finally:
         bar.close()  # before any message, so that none is glued to the bar
 
@@ -233,11 +234,11 @@ def _score(run) -> int:
     if FLAGS.decode_to_file and files.exists(FLAGS.decode_to_file) and not FLAGS.start_over:
         _refuse_to_replace(FLAGS.decode_to_file)
     run.checkpoints  # TensorFlow loads here
-    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.translator import Translator
 
     # Scoring is one forward pass per batch, which wants every core per op: TensorFlow's default threads.
-    translator = Translator.from_run(run)
-    lines = [f"{score:.4f}" for score in batch_decoding.score_lines(translator, sources, targets)]
+    translator = Translator.from_run(run, tune_process=False)
+    lines = [f"{score:.4f}" for score in translator.score(sources, targets)]
     if FLAGS.decode_to_file:
         file_decoding.write_lines(FLAGS.decode_to_file, lines)
     else:

@@ -32,9 +32,9 @@ def main(argv) -> int:
     run = common_flags.load_trained_run()
 
     from t2t_keras.decoding import attention_plots, batch_decoding  # TensorFlow loads here
-    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.decoding.search_module import SearchModule
 
-    translator = Translator.from_run(run)
+    translator = SearchModule.from_run(run)
     target = FLAGS.target
     if target is None:
         target = batch_decoding.translate_lines(translator, [FLAGS.sentence], log_probs=False)[0][0].text

@@ -4,9 +4,9 @@
     -> the problem's output form
 
 `search_batch` / `sample_batch` run the search over a model's cached decode step (the
-Translator's graphs, the benchmarks and the tests all call them); `translate_lines`,
+SearchModule's graphs, the benchmarks and the tests all call them); `translate_lines`,
 `n_best_hypotheses`, `score_lines` and `postprocess` turn sentences into `Hypothesis` lists
-for the Translator, the decoder CLI and the `ExportedTranslator`. Files and the terminal are
+for the Python API (`t2t_keras.Translator`, over a run or an export) and the decoder CLI. Files and the terminal are
 `file_decoding`'s. TensorFlow is imported by the graph functions when they run, so that a
 command fails on bad input before TensorFlow starts (and t2t-keras-bleu never starts it).
 """
@@ -188,22 +188,24 @@ def n_best_hypotheses(sentences: list[str], row_batches: Iterable[list[int]], se
 
 
 def translate_lines(translator, lines: list[str], n_best: int = 1, log_probs: bool = True,
-                    line_numbers: list[int] | None = None, on_lines: Callable = lambda count: None) -> list[list[Hypothesis]]:
+                    line_numbers: list[int] | None = None, on_lines: Callable = lambda count: None,
+                    batching=None) -> list[list[Hypothesis]]:
     """The `n_best` (at most beam_size) best hypotheses of each line, best first, in input order,
-    with a Translator: lines sorted by length into `batches`, blank lines EMPTY; with the
-    Translator's reverse model, the whole beam reranked by it (`rerank_by_reverse`).
+    with a `SearchModule`: lines sorted by length into `batches`, blank lines EMPTY; with the
+    module's reverse model, the whole beam reranked by it (`rerank_by_reverse`). `batching`
+    (a DecodeHParams; default the module's) gives what its graphs do not fix: the batch sizes
+    and reverse_weight.
 
     `log_probs=False` leaves Hypothesis.log_prob None and skips the teacher-forced pass that
     computes it (a second forward over every output: long for parsing). `on_lines(count)` is
     told as lines are done (a progress bar). With sampling, line i's samples come from the
     seed of its number `line_numbers[i]` (default: i), whatever batch it lands in."""
     vocabularies, hparams = translator.vocabularies, translator.decode_hparams
+    batching = batching or hparams
     if not 1 <= n_best <= hparams.beam_size:
-        raise UsageError(f"--n_best={n_best}: choose 1 to beam_size ({hparams.beam_size}).")
+        raise UsageError(f"n_best={n_best}: choose 1 to beam_size ({hparams.beam_size}).")
     line_numbers = list(range(len(lines))) if line_numbers is None else line_numbers
-    encoded = [vocabularies.source.encode(line, add_eos=True) if line.strip() else None for line in lines]
-    on_lines(sum(ids is None for ids in encoded))
-    order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
+    encoded, row_batches = sorted_batches(lines, vocabularies.source, batching, on_lines)
     reverse = translator.reverse
 
     def search(rows):
@@ -216,18 +218,17 @@ def translate_lines(translator, lines: list[str], n_best: int = 1, log_probs: bo
 
     def rerank(rows, hypotheses):
         return rerank_by_reverse(reverse, [lines[i] for i in rows], [len(encoded[i]) for i in rows], hypotheses,
-                                 hparams.reverse_weight, n_best)
+                                 batching.reverse_weight, n_best)
 
-    row_batches = ([order[k] for k in chunk] for chunk in batches([len(encoded[i]) for i in order], hparams))
     return n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode,
-                             (lambda s, t: score_lines(translator, s, t)) if log_probs else None, n_best,
+                             (lambda s, t: score_lines(translator, s, t, batching=batching)) if log_probs else None, n_best,
                              on_batch=lambda rows: on_lines(len(rows)), rerank=rerank if reverse is not None else None)
 
 
 def rerank_by_reverse(reverse, sources: list[str], source_lengths: list[int], hypotheses: list[list[Hypothesis]],
                       weight: float, n_best: int) -> list[list[Hypothesis]]:
     """Each source's hypotheses ranked by score + weight x log P(source | hypothesis) / source
-    tokens (the reverse Translator's log-probability of the input given the output, divided by
+    tokens (the reverse SearchModule's log-probability of the input given the output, divided by
     the input's length so one weight suits short and long sentences); the `n_best` first, each
     with that sum as its score."""
     pairs = [(i, h) for i, beam in enumerate(hypotheses) for h in beam]
@@ -237,6 +238,16 @@ def rerank_by_reverse(reverse, sources: list[str], source_lengths: list[int], hy
     for (i, h), reverse_log_prob in zip(pairs, reverse_log_probs):
         ranked[i].append(h._replace(score=h.score + weight * reverse_log_prob / source_lengths[i]))
     return [sorted(beam, key=lambda h: -h.score)[:n_best] for beam in ranked]
+
+
+def sorted_batches(lines: list[str], vocabulary, batching, on_lines: Callable = lambda count: None):
+    """(each line's source ids, EOS-terminated (None for a blank line), the positions of the
+    other lines in batches of like length, longest first: `batches` of `batching`'s sizes).
+    `on_lines` is told of the blank lines, which no batch holds."""
+    encoded = [vocabulary.encode(line, add_eos=True) if line.strip() else None for line in lines]
+    on_lines(sum(ids is None for ids in encoded))
+    order = sorted((i for i, ids in enumerate(encoded) if ids is not None), key=lambda i: -len(encoded[i]))
+    return encoded, ([order[k] for k in chunk] for chunk in batches([len(encoded[i]) for i in order], batching))
 
 
 def batches(lengths: list[int], hparams) -> Iterator[list[int]]:
@@ -259,11 +270,14 @@ def line_seed(seed: int, line_number: int) -> int:
     return (seed << 32) | (line_number & 0xFFFFFFFF)
 
 
-def score_lines(translator, sources: list[str], targets: list[str], blank_sources_score_zero: bool = True) -> list[float]:
-    """log P(target | source) of each pair (EOS included), as the SavedModel's score signature;
-    a blank source scores 0, as its (empty) translation does everywhere (unless
-    `blank_sources_score_zero` is False: then it is the model's log P(target | EOS))."""
-    vocabularies, batch_size = translator.vocabularies, translator.decode_hparams.sentences_per_batch
+def score_lines(translator, sources: list[str], targets: list[str], blank_sources_score_zero: bool = True,
+                batching=None) -> list[float]:
+    """log P(target | source) of each pair (EOS included), as the SavedModel's score signature,
+    `batching.sentences_per_batch` pairs at a time (default: the module's); a blank source
+    scores 0, as its (empty) translation does everywhere (unless `blank_sources_score_zero` is
+    False: then it is the model's log P(target | EOS))."""
+    vocabularies = translator.vocabularies
+    batch_size = (batching or translator.decode_hparams).sentences_per_batch
     scored = [i for i, source in enumerate(sources) if source.strip() or not blank_sources_score_zero]
     pairs = [(vocabularies.source.encode(sources[i], add_eos=True), vocabularies.target.encode(targets[i], add_eos=True))
              for i in scored]
@@ -295,6 +309,6 @@ def postprocess(problem, sources: list[str], outputs: list[list[Hypothesis]]) ->
 
 def require_sentence_list(sentences, method: str) -> None:
     """A TypeError for a bare string where a list of sentences belongs (it would be read as
-    one sentence per character); the Translator and ExportedTranslator both check."""
+    one sentence per character); every method of the Python API that takes sentences checks."""
     if isinstance(sentences, (str, bytes)):
         raise TypeError(f"{method} takes a list of sentences, e.g. {method}([\"A dog runs.\"]), not a string.")

@@ -2,7 +2,7 @@
 next-token probabilities (fairseq's ensemble), so beam search, sampling and scoring run on
 the ensemble exactly as on one model.
 
-    translator = Translator.from_run_dir("runs/a", ensemble=["runs/b", "runs/c"])
+    translator = Translator.from_preset("runs/a", ensemble=["runs/b", "runs/c"])
 """
 
 from __future__ import annotations

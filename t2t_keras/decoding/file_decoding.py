@@ -1,9 +1,9 @@
 """Decoding text files and interactive input with a trained model: reading, windows, writing.
 
-A file is read a window of lines at a time; each window is translated by
-`batch_decoding.translate_lines` (sorted by length into batches, the n best hypotheses of
-each line, an empty line gets empty ones) and written back in input order. Invalid UTF-8 is
-replaced (U+FFFD) and reported with its line numbers.
+A file is read a window of lines at a time; each window is translated as the Python API
+translates a list (`t2t_keras.Translator`: sorted by length into batches, the n best
+hypotheses of each line, an empty line gets empty ones) and written back in input order.
+Invalid UTF-8 is replaced (U+FFFD) and reported with its line numbers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tqdm
 
 from t2t_keras import files
 from t2t_keras.data.text_files import TextStats, read_lines
-from t2t_keras.decoding.batch_decoding import Hypothesis, postprocess, translate_lines
+from t2t_keras.decoding.batch_decoding import Hypothesis
 
 
 @dataclasses.dataclass
@@ -37,29 +37,37 @@ def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_fro
     return lines
 
 
-def decode_stream(translator, problem, numbered_lines: Iterator[tuple[int, str]], write, n_best: int = 1,
+def decode_stream(translate_window, numbered_lines: Iterator[tuple[int, str]], write, window_size: int,
                   columns: tuple[str, ...] = (), report: DecodeReport | None = None, progress=False) -> DecodeReport:
-    """Decodes (line number, line) pairs a window at a time (`window_lines`): sorted by length
-    into batches within the window, postprocessed, and handed to `write` as output lines in
-    input order once the window is done (with the `columns` of `output_lines`). Memory holds
-    one window, never the whole input."""
+    """Decodes (line number, line) pairs a window of `window_size` lines at a time and hands
+    each window to `write` as output lines in input order (with the `columns` of
+    `output_lines`). `translate_window(lines, line_numbers, on_lines)` -> (each line's
+    `Hypothesis` list, repairs) is the Python API's (`t2t_keras.Translator`), so the decoder
+    and the API decode alike. Memory holds one window, never the whole input."""
     report = report or DecodeReport()
-    window_size = window_lines(translator.decode_hparams)
     bar = progress if isinstance(progress, tqdm.tqdm) else tqdm.tqdm(
         unit=" lines", disable=not progress, file=sys.stderr, mininterval=1.0)
+    try:
+        for numbers, lines in windows(numbered_lines, window_size):
+            outputs, repairs = translate_window(lines, numbers, bar.update)
+            report.lines += len(lines)
+            report.empty_lines += sum(not line.strip() for line in lines)
+            report.repairs += repairs
+            write(output_lines(outputs, columns))
+    finally:
+        if bar is not progress:
+            bar.close()
+    return report
+
+
+def windows(numbered_lines: Iterable[tuple[int, str]], size: int) -> Iterator[tuple[list[int], list[str]]]:
+    """(line numbers, lines) of `size` (line number, line) pairs at a time, read lazily."""
+    numbered_lines = iter(numbered_lines)
     while True:
-        window = list(itertools.islice(numbered_lines, window_size))
+        window = list(itertools.islice(numbered_lines, size))
         if not window:
-            if bar is not progress:
-                bar.close()
-            return report
-        numbers, lines = [number for number, _ in window], [line for _, line in window]
-        report.empty_lines += sum(not line.strip() for line in lines)
-        outputs = translate_lines(translator, lines, n_best, "log_prob" in columns, line_numbers=numbers, on_lines=bar.update)
-        outputs, repairs = postprocess(problem, lines, outputs)
-        report.lines += len(lines)
-        report.repairs += repairs
-        write(output_lines(outputs, columns))
+            return
+        yield [number for number, _ in window], [line for _, line in window]
 
 
 def window_lines(hparams) -> int:
@@ -90,10 +98,11 @@ def write_lines(path: str, lines: Iterable[str]) -> None:
 
 
 def interactive(translator, read=input, write=print) -> None:
-    """Translates each line typed at the prompt until end of input."""
+    """Translates each line typed at the prompt until end of input (`translator`: a
+    `t2t_keras.Translator`)."""
     while True:
         try:
             line = read("> ")
         except EOFError:
             return
-        write(translator.translate([line])[0])
+        write(translator.generate([line])[0])

@@ -1,7 +1,7 @@
 """A trained run as the commands that decode it see it: resolved once, where the command line is read.
 
     run = TrainedRun.resolve("out/demo/train_avg", "beam_size=5", ensemble=["out/b"])
-    Translator.from_run(run)                  # the decoder, visualize, the Python API
+    Translator.from_run(run)                  # the decoder and the Python API (SearchModule.from_run: visualize)
     exporter.export_run(run.for_export(), "export/")   # SavedModel or CTranslate2
 
 One object carries what every decoding path needs of a run, each piece decided here and
@@ -24,7 +24,7 @@ import functools
 from t2t_keras.checkpoints import RunDir, resolve_checkpoint, restore_model
 from t2t_keras.decoding.shortlist import load_run_shortlist
 from t2t_keras.errors import UsageError
-from t2t_keras.hparams_lib import DecodeHParams
+from t2t_keras.hparams_lib import DecodeHParams, replace_fields
 from t2t_keras.system import decode_precision
 
 
@@ -33,7 +33,8 @@ class TrainedRun:
 
     Args:
       run_dir: a trainer's output_dir, or an averaged or best one.
-      decode_hparams: a DecodeHParams, or overrides of the problem's decode defaults ("beam_size=5").
+      decode_hparams: a DecodeHParams, or overrides of the problem's decode defaults: "beam_size=5" (the
+        decoder's --decode_hparams) or {"beam_size": 5} (the Python API's keywords).
       checkpoint_path: the checkpoint to decode instead of the run's latest.
       ensemble: more run dirs or checkpoints decoding with it (the mean of their probabilities).
       reverse: a run dir or checkpoint of a model trained in the other direction (target -> source),
@@ -41,12 +42,14 @@ class TrainedRun:
       for_export: the precision is the serving machine's (bf16 is kept where this one has no units).
     """
 
-    def __init__(self, run_dir: RunDir, decode_hparams: DecodeHParams | str | None = None,
+    def __init__(self, run_dir: RunDir, decode_hparams: DecodeHParams | str | dict | None = None,
                  checkpoint_path: str | None = None, ensemble=(), for_export: bool = False, reverse: str | None = None):
         run_dir.hparams()  # a one-line error for a directory the trainer did not write
         self.run_dir = run_dir
         self.problem = run_dir.problem()
-        if not isinstance(decode_hparams, DecodeHParams):
+        if isinstance(decode_hparams, dict):
+            decode_hparams = replace_fields(self.problem.decode_settings(), decode_hparams, "decode settings")
+        elif not isinstance(decode_hparams, DecodeHParams):
             decode_hparams = self.problem.decode_settings(decode_hparams or "")
         self.decode_hparams = decode_precision(decode_hparams, for_export)
         self.checkpoint_path = checkpoint_path
@@ -59,7 +62,7 @@ class TrainedRun:
             raise UsageError("--reverse_model reranks beam search's hypotheses; with sampling (sampling_top_k) there is nothing to rerank.")
 
     @classmethod
-    def resolve(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
+    def resolve(cls, output_dir: str, decode_hparams: DecodeHParams | str | dict | None = None,
                 checkpoint_path: str | None = None, ensemble=(), for_export: bool = False,
                 reverse: str | None = None) -> "TrainedRun":
         return cls(RunDir(output_dir), decode_hparams, checkpoint_path, ensemble, for_export, reverse)

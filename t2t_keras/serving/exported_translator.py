@@ -1,31 +1,45 @@
-"""The Python API over an exported SavedModel: the same `translate` and `score` as
-`Translator.from_run_dir`, from an export directory (TensorFlow and tensorflow_text only).
+"""An exported SavedModel as the Python API decodes it (`t2t_keras.Translator.from_preset(EXPORT_DIR)`):
+the export's signatures called on batches of like length, TensorFlow and tensorflow_text only.
 
-    translator = ExportedTranslator("out/demo/export")          # its highest version, or a version dir
-    translator.translate(["A dog runs in the snow."])           # ['Ein Hund rennt im Schnee.']
-    translator.translate(["A dog runs."], n_best=2)             # [[Hypothesis(text, log_prob, score), ...]]
-    translator.score(["A dog runs."], ["Ein Hund rennt."])      # [log P(target | source)]
-    translator.metadata["decode_hparams"]                       # {"beam_size": 4, "alpha": 1.4, ...}
-
-Outputs are the model's text (a parsing export gives linearised trees, not repaired ones).
+Its decode settings were fixed when it was exported (its metadata lists them): a call may
+change the batch size, not what the graphs do. Outputs are the model's text (a parsing
+export gives linearised trees, not repaired ones).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
 from t2t_keras import files
-from t2t_keras.data.tokenizers import Vocabulary
-from t2t_keras.decoding.batch_decoding import n_best_hypotheses, padded_batch, require_sentence_list
+from t2t_keras.data.tokenizers import Vocabularies, Vocabulary
+from t2t_keras.decoding.batch_decoding import EMPTY, Hypothesis, n_best_hypotheses, padded_batch, sorted_batches
 from t2t_keras.errors import UsageError
+from t2t_keras.hparams_lib import DecodeHParams, replace_fields
 from t2t_keras.serving.exporter import METADATA_FILE, VOCAB_ASSETS
 
+# What a call may change on an export: how many sentences go into one call of its signatures.
+BATCH_SETTINGS = ("sentences_per_batch", "batch_tokens")
 
-class ExportedTranslator:
-    """Translates and scores with the signatures of an export written by t2t-keras-exporter."""
 
-    def __init__(self, export_dir: str):
+def holds_export(path: str) -> bool:
+    """Whether `path` is an export: a SavedModel, or a directory of numbered versions of one."""
+    return files.isfile(os.path.join(path, "saved_model.pb")) or bool(_versions(path))
+
+
+class ExportedModel:
+    """An export's signatures with its vocabularies and decode settings (from its metadata).
+
+    Args:
+      export_dir: t2t-keras-exporter's directory (its highest version) or a version directory.
+      settings: batch settings (`BATCH_SETTINGS`) for every call; any other must equal the export's.
+    """
+
+    problem = None  # outputs are the model's text
+    model = None  # no Keras model: the graphs only
+
+    def __init__(self, export_dir: str, settings: dict | None = None):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the graph uses)
 
@@ -34,53 +48,89 @@ class ExportedTranslator:
         source, target = (os.path.join(self.path, "assets", name) for name in VOCAB_ASSETS)
         self.source_vocabulary = Vocabulary.load(source)
         self.target_vocabulary = Vocabulary.load(target) if files.isfile(target) else self.source_vocabulary
+        self.vocabularies = Vocabularies(self.source_vocabulary, self.target_vocabulary)
         metadata_path = os.path.join(self.path, METADATA_FILE)
         # What the export does (problem, checkpoint, decode settings baked in); {} for an export of an older version.
-        self.metadata = {}
-        if files.isfile(metadata_path):
-            self.metadata = json.loads(files.read_text(metadata_path))
+        self.metadata = json.loads(files.read_text(metadata_path)) if files.isfile(metadata_path) else {}
+        self.settings = DecodeHParams(**self.metadata.get("decode_hparams", {}))
+        self.settings = self.checked(replace_fields(self.settings, settings or {}, "decode settings"))
+        self.checkpoint_paths = [self.path]
 
-    def translate(self, sentences: list[str], n_best: int | None = None):
-        """The best output of each sentence, or with `n_best`, its n best `Hypothesis`es."""
+    def checked(self, settings: DecodeHParams) -> DecodeHParams:
+        """`settings`, if they differ from the export's only in `BATCH_SETTINGS`; else a UsageError."""
+        asked = [f"{f.name}={getattr(settings, f.name)!r} (it has {getattr(self.settings, f.name)!r})"
+                 for f in dataclasses.fields(settings)
+                 if f.name not in BATCH_SETTINGS and getattr(settings, f.name) != getattr(self.settings, f.name)]
+        if asked:
+            raise UsageError(f"{self.path} is an export, whose graphs fix its decode settings: {', '.join(asked)}; "
+                             "decode with other settings from the run dir, or export again with them.")
+        return settings
+
+    def window_translator(self, settings: DecodeHParams, n_best: int, log_probs: bool):
+        """(lines, line numbers, on_lines) -> (each line's `n_best` hypotheses, 0 repairs), as
+        the run dir's: lines of like length searched together, `settings`' batch sizes."""
         import tensorflow as tf
 
-        require_sentence_list(sentences, "translate")
-        sentences = list(sentences)
-        if not n_best:
-            outputs = self.saved_model.signatures["serving_default"](inputs=tf.constant(sentences, tf.string))["outputs"]
-            return [text.decode("utf-8") for text in outputs.numpy()]
-        rows = [i for i, sentence in enumerate(sentences) if sentence.strip()]
+        self.checked(settings)
+        if not 1 <= n_best <= self.settings.beam_size:
+            raise UsageError(f"n_best={n_best}: choose 1 to this export's beam_size ({self.settings.beam_size}).")
 
-        def search(rows):
-            ids = padded_batch([self.source_vocabulary.encode(sentences[i], add_eos=True) for i in rows])
-            found = self.saved_model.signatures["translate_ids"](input_ids=tf.constant(ids))
-            return found["ids"].numpy(), found["scores"].numpy()
+        def translate(lines, numbers, on_lines):
+            encoded, row_batches = sorted_batches(lines, self.source_vocabulary, settings, on_lines)
+            if n_best == 1:  # serving_default: the search that stops once the best is settled, log P with it
+                return self._best(lines, row_batches, log_probs, on_lines), 0
 
-        return n_best_hypotheses(sentences, [rows] if rows else [], search, self.target_vocabulary.decode, self.score, n_best)
+            def search(rows):
+                found = self.saved_model.signatures["translate_ids"](input_ids=tf.constant(padded_batch([encoded[i] for i in rows])))
+                return found["ids"].numpy(), found["scores"].numpy()
 
-    def score(self, sources: list[str], targets: list[str]) -> list[float]:
-        """log P(target | source) of each pair, EOS included."""
+            rescore = (lambda sources, targets: self.score(sources, targets, settings)) if log_probs else None
+            outputs = n_best_hypotheses(lines, row_batches, search, self.target_vocabulary.decode, rescore, n_best,
+                                        on_batch=lambda rows: on_lines(len(rows)))
+            return outputs, 0
+
+        return translate
+
+    def _best(self, lines: list[str], row_batches, log_probs: bool, on_lines) -> list[list[Hypothesis]]:
+        """Each line's best output through serving_default, a batch of `row_batches` a call."""
         import tensorflow as tf
 
-        require_sentence_list(sources, "score")
-        require_sentence_list(targets, "score")
-        if len(sources) != len(targets):
-            raise ValueError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
-        if not sources:
-            return []
-        result = self.saved_model.signatures["score"](
-            inputs=tf.constant(list(sources), tf.string), targets=tf.constant(list(targets), tf.string)
-        )
-        return [float(log_prob) for log_prob in result["log_probs"].numpy()]
+        outputs = [[EMPTY] for _ in lines]
+        for rows in row_batches:
+            found = self.saved_model.signatures["serving_default"](inputs=tf.constant([lines[i] for i in rows], tf.string))
+            for i, text, score, log_prob in zip(rows, found["outputs"].numpy(), found["scores"].numpy(),
+                                                found["log_probs"].numpy()):
+                outputs[i] = [Hypothesis(text.decode("utf-8"), float(log_prob) if log_probs else None, float(score))]
+            on_lines(len(rows))
+        return outputs
+
+    def score(self, sources: list[str], targets: list[str], settings: DecodeHParams) -> list[float]:
+        """log P(target | source) of each pair, EOS included, `settings.sentences_per_batch` pairs a call."""
+        import tensorflow as tf
+
+        scores = []
+        for start in range(0, len(sources), settings.sentences_per_batch):
+            end = start + settings.sentences_per_batch
+            result = self.saved_model.signatures["score"](
+                inputs=tf.constant(sources[start:end], tf.string), targets=tf.constant(targets[start:end], tf.string))
+            scores.extend(float(log_prob) for log_prob in result["log_probs"].numpy())
+        return scores
+
+
+def _versions(export_dir: str) -> list[str]:
+    """The complete numbered versions in `export_dir`."""
+    if not files.isdir(export_dir):
+        return []
+    return [name for name in files.listdir(export_dir)
+            if name.isdigit() and files.isfile(os.path.join(export_dir, name, "saved_model.pb"))
+            and files.is_complete_dir(os.path.join(export_dir, name))]
 
 
 def _version_dir(export_dir: str) -> str:
     """`export_dir` if it holds a SavedModel, else its highest numbered version."""
     if files.isfile(os.path.join(export_dir, "saved_model.pb")):
         return export_dir
-    versions = [name for name in files.listdir(export_dir) if name.isdigit() and files.is_complete_dir(os.path.join(export_dir, name))] \
-        if files.isdir(export_dir) else []
+    versions = _versions(export_dir)
     if not versions:
         raise UsageError(f"{export_dir} holds no SavedModel and no numbered version of one; export first (t2t-keras-exporter).")
     return os.path.join(export_dir, max(versions, key=int))
-

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.decoding.batch_decoding import postprocess, translate_lines
+from t2t_keras.decoding.search_module import SearchModule
 from t2t_keras.models import factory
 from t2t_keras.system import decode_precision
 from t2t_keras.token_ids import PAD_ID
@@ -48,7 +49,7 @@ class Evaluator:
             decode_hparams = decode_precision(decode_hparams)
             # precision=bf16: a bfloat16 copy decodes, given the trained weights at each evaluation.
             self.decode_model = factory.in_precision(model, decode_hparams.precision)
-            self.translator = Translator(self.decode_model, vocabularies, decode_hparams, problem.token_filter(vocabularies),
+            self.translator = SearchModule(self.decode_model, vocabularies, decode_hparams, problem.token_filter(vocabularies),
                                          problem, shortlist)
             self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)
@@ -103,7 +104,8 @@ class Evaluator:
         """The problem's `Score` of the beam-search outputs of the first dev sentences."""
         if self.decode_model is not self.model:
             self.decode_model.set_weights(self.model.get_weights())
-        outputs = self.translator.translate(self.sources)
+        hypotheses = translate_lines(self.translator, self.sources, log_probs=False)
+        outputs = [best.text for best, *_ in postprocess(self.problem, self.sources, hypotheses)[0]]
         if self.check_dev_size:
             self.check_dev_size = False
             _warn_if_dev_too_small(outputs, self.references, getattr(self.problem, "target_language", ""))

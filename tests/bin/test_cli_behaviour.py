@@ -124,7 +124,7 @@ def test_the_python_api_prints_no_tensorflow_cpu_feature_line():
     CPU-feature note (an INFO line of its logging; the suite's own quieting removed). The CUDA
     probe's lines come before TensorFlow reads any setting, in every program that imports it."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-    program = "import t2t_keras.decoding.translator\nimport tensorflow as tf\nprint(int(tf.constant(1) + 1))"
+    program = "import t2t_keras.decoding.search_module\nimport tensorflow as tf\nprint(int(tf.constant(1) + 1))"
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env)
     assert result.returncode == 0 and result.stdout == "2\n", result.stderr
     assert "cpu_feature_guard" not in result.stderr, result.stderr

@@ -11,8 +11,7 @@ import pytest
 
 from t2t_keras.token_ids import EOS_ID
 from t2t_keras.decoding import batch_decoding, file_decoding
-from t2t_keras.decoding.translator import Translator
-from t2t_keras.hparams_lib import DecodeHParams
+from t2t_keras.translator import Translator
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.checkpoints import RunDir, restore_model
 from t2t_keras.errors import UsageError
@@ -28,20 +27,26 @@ def _val(language, count):
 def translator(trained_output_dir):
     run_dir = RunDir(trained_output_dir)
     model, _ = restore_model(run_dir)
-    return Translator(model, run_dir.vocabularies(), DecodeHParams(beam_size=4, alpha=0.6, extra_length=10, sentences_per_batch=32))
+    return Translator.from_model(model, run_dir.vocabularies(), beam_size=4, alpha=0.6, extra_length=10, sentences_per_batch=32)
 
 
-def test_alone_and_in_a_batch_of_32_mixed_lengths_agree(translator):
+@pytest.fixture(scope="module")
+def module(translator):
+    """The graphs the translator's calls run (the SavedModel's signatures)."""
+    return translator.search_module()
+
+
+def test_alone_and_in_a_batch_of_32_mixed_lengths_agree(module):
     sentences = _val("en", 32)
-    vocabulary = translator.vocabularies.source
+    vocabulary = module.vocabularies.source
     encoded = [vocabulary.encode(s) + [EOS_ID] for s in sentences]
     assert len({len(e) for e in encoded}) > 5  # really mixed lengths
     batch = np.zeros([32, max(map(len, encoded))], np.int32)
     for row, ids in enumerate(encoded):
         batch[row, : len(ids)] = ids
-    together = translator.translate_ids(batch)
+    together = module.translate_ids(batch)
     for row in (0, 7, 31):
-        alone = translator.translate_ids(np.array([encoded[row]], np.int32))
+        alone = module.translate_ids(np.array([encoded[row]], np.int32))
         length = int(alone["lengths"][0, 0])
         np.testing.assert_array_equal(together["ids"][row, 0, :length], alone["ids"][0, 0, :length])
         assert int(together["lengths"][row, 0]) == length
@@ -50,40 +55,41 @@ def test_alone_and_in_a_batch_of_32_mixed_lengths_agree(translator):
 
 def test_translate_keeps_order_and_empty_lines(translator):
     lines = ["A dog runs.", "", "   ", "Two men are talking in front of a large building with many windows."]
-    outputs = translator.translate(lines)
+    outputs = translator.generate(lines)
     assert len(outputs) == 4 and outputs[1] == "" and outputs[2] == ""
-    assert outputs[0] == translator.translate(["A dog runs."])[0]
-    assert outputs[3] == translator.translate([lines[3]])[0]
+    assert outputs[0] == translator.generate(["A dog runs."])[0]
+    assert outputs[3] == translator.generate([lines[3]])[0]
+    assert [[h.text for h in hypotheses] for hypotheses in translator.translate(lines)] == [[text] for text in outputs]
 
 
-def test_text_signature_equals_python_path(translator):
+def test_text_signature_equals_python_path(translator, module):
     sentences = _val("en", 5)
-    graph = translator.translate_text(sentences)
-    assert [t.decode("utf-8") for t in graph["outputs"].numpy()] == translator.translate(sentences)
-    best = [hypotheses[0] for hypotheses in translator.translate(sentences, n_best=1)]
+    graph = module.translate_text(sentences)
+    assert [t.decode("utf-8") for t in graph["outputs"].numpy()] == translator.generate(sentences)
+    best = [hypotheses[0] for hypotheses in translator.translate(sentences, log_probs=True)]
     np.testing.assert_allclose(graph["scores"].numpy(), [h.score for h in best], atol=1e-5)
     np.testing.assert_allclose(graph["log_probs"].numpy(), [h.log_prob for h in best], atol=1e-4)
 
 
-def test_n_best_log_probs_equal_the_score_path(translator):
+def test_n_best_log_probs_equal_the_score_path(translator, module):
     """Every hypothesis's log-probability from the search equals teacher-forced scoring of it
     (the score signature and --score_file), and the n best come in the search's order."""
     sentences = _val("en", 6) + [""]
-    outputs = translator.translate(sentences, n_best=4)
+    outputs = translator.translate(sentences, n_best=4, log_probs=True)
     assert [len(hypotheses) for hypotheses in outputs] == [4] * 7 and outputs[-1][0].text == ""
     pairs = [(s, h) for s, hypotheses in zip(sentences[:-1], outputs) for h in hypotheses]
     rescored = translator.score([s for s, _ in pairs], [h.text for _, h in pairs])
     np.testing.assert_allclose([h.log_prob for _, h in pairs], rescored, atol=1e-4)
-    graph = translator.score_text([s for s, _ in pairs], [h.text for _, h in pairs])["log_probs"].numpy()
+    graph = module.score_text([s for s, _ in pairs], [h.text for _, h in pairs])["log_probs"].numpy()
     np.testing.assert_allclose(graph, rescored, atol=1e-4)
     for hypotheses in outputs[:-1]:
         assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
         assert len({h.text for h in hypotheses}) > 1
     # Without log-probabilities (the decoder without --with_scores) the rescoring pass is
     # skipped and the search's outputs are the same.
-    unscored = batch_decoding.translate_lines(translator, sentences, n_best=4, log_probs=False)
+    unscored = translator.translate(sentences, n_best=4)
     assert [[h._replace(log_prob=None) for h in hs] for hs in outputs[:-1]] == unscored[:-1]
-    with pytest.raises(UsageError, match="--n_best=5: choose 1 to beam_size"):
+    with pytest.raises(UsageError, match="n_best=5: choose 1 to beam_size"):
         translator.translate(["A dog."], n_best=5)
 
 
@@ -97,7 +103,7 @@ def test_interactive(translator):
             raise EOFError from None
 
     file_decoding.interactive(translator, read=read, write=shown.append)
-    assert shown == translator.translate(["A dog runs.", ""])
+    assert shown == translator.generate(["A dog runs.", ""])
 
 
 def _decoder_cli(*args):
@@ -121,9 +127,9 @@ def test_file_with_empty_long_and_invalid_utf8_lines(trained_output_dir, tmp_pat
     assert lines[1] == "" and lines[4] == ""
     # Each line is what that line translates to on its own (so order is kept).
     run_dir = RunDir(trained_output_dir)
-    alone = Translator(restore_model(run_dir)[0], run_dir.vocabularies(), DecodeHParams(beam_size=2, extra_length=5))
+    alone = Translator.from_model(restore_model(run_dir)[0], run_dir.vocabularies(), beam_size=2, extra_length=5)
     for i, text in ((0, "A dog runs."), (2, "Two women \ufffd\ufffd sing."), (3, long_line), (5, "A man rides a bike.")):
-        assert lines[i] == alone.translate([text])[0]
+        assert lines[i] == alone.generate([text])[0]
     assert "decoded 6 lines" in result.stderr and "(2 empty)" in result.stderr
     assert "invalid UTF-8 replaced on 1 lines: 3" in result.stderr
     assert "BLEU = " in result.stderr and "nrefs:1" in result.stderr
@@ -201,8 +207,8 @@ def test_n_best_with_scores_and_score_file_on_the_command_line(trained_output_di
     assert len(lines) == 9 and lines[3:6] == ["0.0000\t0.0000\t"] * 3  # 3 per input line; the empty one scores 0
     search_scores, scores, texts = zip(*(line.split("\t", 2) for line in lines))
     # The two columns are the Python API's Hypothesis.score and .log_prob, the n best in the score's order.
-    hypotheses = Translator.from_run_dir(trained_output_dir, "beam_size=3,extra_length=8").translate(
-        ["A dog runs.", "", "Two women sing."], n_best=3)
+    hypotheses = Translator.from_preset(trained_output_dir, beam_size=3, extra_length=8).translate(
+        ["A dog runs.", "", "Two women sing."], n_best=3, log_probs=True)
     expected = [(h.score, h.log_prob, h.text) for line in hypotheses for h in line]
     np.testing.assert_allclose([[float(s), float(p)] for s, p in zip(search_scores, scores)],
                                [[s, p] for s, p, _ in expected], atol=2e-4)
@@ -222,32 +228,33 @@ def test_the_searchs_score_of_its_best_ids_is_their_log_probability(trained_outp
     """With alpha 0 the search ranks by log P itself: its score of each best hypothesis equals
     teacher-forced log P of exactly those ids (not re-tokenised text) under the model."""
     run_dir = RunDir(trained_output_dir)
-    translator = Translator(restore_model(run_dir)[0], run_dir.vocabularies(), DecodeHParams(beam_size=3, alpha=0.0, extra_length=8))
-    vocabulary = translator.vocabularies.source
+    module = Translator.from_model(restore_model(run_dir)[0], run_dir.vocabularies(), beam_size=3, alpha=0.0,
+                                   extra_length=8).search_module()
+    vocabulary = module.vocabularies.source
     batch = batch_decoding.padded_batch([vocabulary.encode(s, add_eos=True) for s in _val("en", 8)])
-    found = translator.translate_ids(batch)
+    found = module.translate_ids(batch)
     best = found["ids"].numpy()[:, 0]
-    scored = translator.score_ids(batch, best)
+    scored = module.score_ids(batch, best)
     np.testing.assert_allclose(scored["log_probs"].numpy(), found["scores"].numpy()[:, 0], atol=1e-4)
     np.testing.assert_array_equal(scored["lengths"].numpy(), found["lengths"].numpy()[:, 0])
 
 
-def test_an_empty_source_scores_0_on_every_path(translator):
+def test_an_empty_source_scores_0_on_every_path(translator, module):
     assert translator.translate(["", "A dog."], n_best=2)[0] == [batch_decoding.EMPTY] * 2
     assert translator.score(["", "  "], ["", "Ein Hund."]) == [0.0, 0.0]
-    np.testing.assert_array_equal(translator.score_text(["", "  "], ["", "Ein Hund."])["log_probs"].numpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(module.score_text(["", "  "], ["", "Ein Hund."])["log_probs"].numpy(), [0.0, 0.0])
     assert translator.score(["A dog."], [""])[0] < 0  # an empty translation of a real sentence is a real event
-    for method in (translator.translate, lambda s: translator.score(s, ["x"])):
+    for method in (translator.translate, translator.generate, lambda s: translator.score(s, ["x"])):
         with pytest.raises(TypeError, match=r"takes a list of sentences, e\.g\. .*not a string"):
             method("A dog runs.")
 
 
 def test_an_ensemble_of_a_model_with_itself_is_that_model(trained_output_dir, tmp_path):
-    single = Translator.from_run_dir(trained_output_dir, "beam_size=3,extra_length=8")
-    doubled = Translator.from_run_dir(trained_output_dir, "beam_size=3,extra_length=8", ensemble=[trained_output_dir])
+    single = Translator.from_preset(trained_output_dir, beam_size=3, extra_length=8)
+    doubled = Translator.from_preset(trained_output_dir, beam_size=3, extra_length=8, ensemble=[trained_output_dir])
     assert len(doubled.checkpoint_paths) == 2
     batch = batch_decoding.padded_batch([single.vocabularies.source.encode(s, add_eos=True) for s in _val("en", 6)])
-    ours, theirs = doubled.translate_ids(batch), single.translate_ids(batch)
+    ours, theirs = doubled.search_module().translate_ids(batch), single.search_module().translate_ids(batch)
     np.testing.assert_array_equal(ours["ids"].numpy(), theirs["ids"].numpy())
     np.testing.assert_allclose(ours["scores"].numpy(), theirs["scores"].numpy(), atol=1e-4)
 
@@ -258,4 +265,4 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(trained_output_dir, tm
     shutil.copytree(trained_output_dir, other)
     (other / "vocab.spm.model").write_bytes(train_sentencepiece(_val("en", 300) + _val("de", 300), 600))
     with pytest.raises(UsageError, match=r"--ensemble=.*other: its vocabulary \(\d+ pieces, not 8000\) is not the first model.s"):
-        Translator.from_run_dir(trained_output_dir, ensemble=[str(other)])
+        Translator.from_preset(trained_output_dir, ensemble=[str(other)])

@@ -13,7 +13,7 @@ import tensorflow as tf
 from t2t_keras import registry, system
 from t2t_keras.decoding import batch_decoding
 from t2t_keras.decoding.trained_run import TrainedRun
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.translator import Translator
 from t2t_keras.models import Transformer, factory
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.token_ids import PAD_ID
@@ -73,22 +73,23 @@ def test_bf16_search_is_a_search_over_the_bf16_models_logits():
 
 def test_bf16_translations_are_fp32s_on_most_lines(trained_output_dir, bf16_units):
     sentences = _val_sentences(40)
-    fp32 = Translator.from_run_dir(trained_output_dir, "beam_size=4,extra_length=12")
-    bf16 = Translator.from_run_dir(trained_output_dir, "beam_size=4,extra_length=12,precision=bf16")
-    assert bf16.decode_hparams.precision == "bf16"
+    fp32 = Translator.from_preset(trained_output_dir, beam_size=4, extra_length=12)
+    bf16 = Translator.from_preset(trained_output_dir, beam_size=4, extra_length=12, precision="bf16")
+    assert bf16.settings.precision == "bf16"
     assert {weight.dtype for weight in bf16.model.weights} == {"bfloat16"}
-    same = sum(a == b for a, b in zip(fp32.translate(sentences), bf16.translate(sentences)))
+    same = sum(a == b for a, b in zip(fp32.generate(sentences), bf16.generate(sentences)))
     assert same >= 30, f"{same} of 40 lines as fp32's"
+    assert fp32.generate(sentences, precision="bf16") == bf16.generate(sentences)  # the precision of one call
     # The scores too stay close: log P of fp32's outputs under both models.
-    targets = fp32.translate(sentences[:10])
+    targets = fp32.generate(sentences[:10])
     np.testing.assert_allclose(bf16.score(sentences[:10], targets), fp32.score(sentences[:10], targets), rtol=0.05, atol=0.3)
 
 
 def test_bf16_falls_back_to_fp32_in_one_line_without_bf16_units(trained_output_dir, monkeypatch, caplog):
     monkeypatch.setattr(system, "bfloat16_units", lambda: None)
     with caplog.at_level(logging.WARNING):
-        translator = Translator.from_run_dir(trained_output_dir, "precision=bf16")
-    assert translator.decode_hparams.precision == "fp32"
+        translator = Translator.from_preset(trained_output_dir, precision="bf16")
+    assert translator.settings.precision == "fp32"
     assert {weight.dtype for weight in translator.model.weights} == {"float32"}
     lines = [record.getMessage() for record in caplog.records if "bfloat16" in record.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0] and "decoding in fp32" in lines[0], lines
@@ -117,18 +118,17 @@ def test_exported_bf16_shortlist_savedmodel_decodes_as_the_in_process_translator
     machine): bfloat16 variables, the settings in its metadata, the in-process bf16 outputs;
     and the run's shortlist goes into the graph (one export tests both: exports are slow)."""
     from t2t_keras.serving import exporter
-    from t2t_keras.serving.exported_translator import ExportedTranslator
 
     monkeypatch.setattr(system, "bfloat16_units", lambda: None)
     settings = "beam_size=2,extra_length=8,precision=bf16,shortlist=2,shortlist_frequent=10"
     run = TrainedRun.resolve(trained_output_dir, settings, for_export=True)
     path = exporter.export_run(run, str(tmp_path / "export"))
-    exported = ExportedTranslator(path)
-    assert {v.dtype for v in exported.saved_model.variables if v.dtype.is_floating} == {tf.bfloat16}
-    assert exported.metadata["decode_hparams"]["precision"] == "bf16"
+    exported = Translator.from_preset(path)
+    assert {v.dtype for v in tf.saved_model.load(path).variables if v.dtype.is_floating} == {tf.bfloat16}
+    assert exported.settings.precision == "bf16"
     sentences = _val_sentences(8)
     in_process = Translator.from_run(run)  # an export's run: bf16 kept
-    assert exported.translate(sentences) == in_process.translate(sentences)
+    assert exported.generate(sentences) == in_process.generate(sentences)
     # The search's scores are normalised over each sentence's shortlist: the export's are the shortlist's.
     scores = [[h.score for h in hypotheses] for hypotheses in in_process.translate(sentences[:3], n_best=2)]
     np.testing.assert_allclose([[h.score for h in hypotheses] for hypotheses in exported.translate(sentences[:3], n_best=2)],

@@ -1,6 +1,5 @@
 """Reranking the beam's hypotheses with a model of the other direction (--reverse_model)."""
 
-import dataclasses
 import gzip
 import json
 import os
@@ -9,11 +8,11 @@ import shutil
 import pytest
 
 from t2t_keras.decoding import batch_decoding
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.translator import Translator
 from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 
-SETTINGS = "beam_size=4,extra_length=8,alpha=0.6"
+SETTINGS = {"beam_size": 4, "extra_length": 8, "alpha": 0.6}
 
 
 def _val(language, count):
@@ -37,16 +36,16 @@ def test_the_ranking_is_the_search_score_plus_the_weighted_reverse_log_prob(trai
     """Against the same sum computed from the plain n-best and the reverse model's own scores. (The
     decoder command's --reverse_model reaches the same TrainedRun: test_file_decoding's refusals.)"""
     sources = _val("en", 12) + [""]
-    plain = Translator.from_run_dir(trained_output_dir, SETTINGS)
-    reranking = Translator.from_run_dir(trained_output_dir, f"{SETTINGS},reverse_weight=0.7", reverse=reverse_output_dir)
+    plain = Translator.from_preset(trained_output_dir, **SETTINGS)
+    reranking = Translator.from_preset(trained_output_dir, **SETTINGS, reverse_weight=0.7, reverse=reverse_output_dir)
     assert reranking.checkpoint_paths[-1].startswith(reverse_output_dir)
     beams = plain.translate(sources, n_best=4)
     pairs = [(h.text, source) for source, beam in zip(sources, beams) if source for h in beam]
     # log P(source | hypothesis) in one batch; an empty hypothesis is the input EOS alone, not a blank line's 0.
-    reverse_log_probs = batch_decoding.score_lines(reranking.reverse, *zip(*pairs), blank_sources_score_zero=False)
+    reverse_log_probs = batch_decoding.score_lines(reranking.search_module().reverse, *zip(*pairs),
+                                                   blank_sources_score_zero=False)
     for weight in (0.7, 0.0):
-        reranking.decode_hparams = dataclasses.replace(reranking.decode_hparams, reverse_weight=weight)
-        ours = reranking.translate(sources, n_best=2)
+        ours = reranking.translate(sources, n_best=2, log_probs=True, reverse_weight=weight)
         remaining = iter(reverse_log_probs)
         for source, hypotheses, beam in zip(sources, ours, beams):
             if not source:
@@ -60,7 +59,7 @@ def test_the_ranking_is_the_search_score_plus_the_weighted_reverse_log_prob(trai
         # log P(output | input) is the forward model's, whatever the ranking.
         kept = [(source, h) for source, hypotheses in zip(sources, ours) if source for h in hypotheses]
         assert [h.log_prob for _, h in kept] == pytest.approx(plain.score([s for s, _ in kept], [h.text for _, h in kept]), abs=2e-3)
-    assert [h[0].text for h in ours] == plain.translate(sources)  # no weight: the beam's own best first
+    assert [h[0].text for h in ours] == plain.generate(sources)  # no weight: the beam's own best first
 
 
 def test_hypotheses_are_sorted_by_the_sum_and_cut_to_n_best(monkeypatch):
@@ -76,8 +75,8 @@ def test_hypotheses_are_sorted_by_the_sum_and_cut_to_n_best(monkeypatch):
 
 def test_a_reverse_model_of_the_same_direction_or_with_sampling_is_refused(trained_output_dir, reverse_output_dir):
     with pytest.raises(UsageError, match=r"--reverse_model=.* translates en -> de; reranking en -> de needs a de -> en model"):
-        Translator.from_run_dir(trained_output_dir, SETTINGS, reverse=trained_output_dir)
+        Translator.from_preset(trained_output_dir, **SETTINGS, reverse=trained_output_dir)
     with pytest.raises(UsageError, match=r"with sampling .* nothing to rerank"):
-        Translator.from_run_dir(trained_output_dir, "sampling_top_k=5", reverse=reverse_output_dir)
+        Translator.from_preset(trained_output_dir, sampling_top_k=5, reverse=reverse_output_dir)
     with pytest.raises(UsageError, match=r"reverse_weight >= 0"):
-        Translator.from_run_dir(trained_output_dir, "reverse_weight=-1", reverse=reverse_output_dir)
+        Translator.from_preset(trained_output_dir, reverse_weight=-1.0, reverse=reverse_output_dir)

@@ -11,7 +11,7 @@ from t2t_keras.checkpoints import RunDir
 from t2t_keras.decoding import batch_decoding
 from t2t_keras.decoding import shortlist as shortlist_module
 from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist, load_run_shortlist
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.translator import Translator
 from t2t_keras.errors import UsageError
 from t2t_keras.models import Transformer
 from tests.testing import FixedTokenFilter
@@ -141,16 +141,18 @@ def test_run_dir_shortlist_decodes_and_bad_settings_are_one_line(trained_output_
     run_dir = RunDir(trained_output_dir)
     stored = load_run_shortlist(run_dir)
     assert stored.candidates.shape == (run_dir.vocabularies().source.size, 100) and stored.frequent.shape == (1000,)
-    translator = Translator.from_run_dir(trained_output_dir, "beam_size=2,shortlist=5,shortlist_frequent=20")
+    translator = Translator.from_preset(trained_output_dir, beam_size=2, shortlist=5, shortlist_frequent=20)
     lines = ["A dog runs in the snow.", "Two men are talking."]
-    ids = translator.translate_ids(batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True)
+    ids = translator.search_module().translate_ids(batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True)
                                                                  for l in lines]))["ids"].numpy()
     sources = batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True) for l in lines])
     allowed = set(stored.limited(5, 20).vocabulary(sources).numpy().tolist())
     assert set(np.unique(ids).tolist()) <= allowed and len(allowed) < 200
-    assert all(isinstance(text, str) for text in translator.translate(lines))
+    assert all(isinstance(text, str) for text in translator.generate(lines))
+    unlisted = Translator.from_preset(trained_output_dir, beam_size=2)
+    assert unlisted.generate(lines, shortlist=5, shortlist_frequent=20) == translator.generate(lines)  # one call's shortlist
 
     with pytest.raises(UsageError, match="shortlist is for beam search"):
-        Translator.from_run_dir(trained_output_dir, "shortlist=5,sampling_top_k=5")
+        Translator.from_preset(trained_output_dir, shortlist=5, sampling_top_k=5)
     with pytest.raises(UsageError, match=r"shortlist.npz is missing .* or decode with shortlist=0\.$"):
         load_run_shortlist(RunDir(str(tmp_path)))

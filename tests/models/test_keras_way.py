@@ -88,7 +88,7 @@ def test_fit_trains_as_the_trainer_does(caplog, multi30k_data_dir, tmp_path):
 
 
 def test_keras_file_round_trips_with_identical_translations(trained_output_dir, tmp_path):
-    from t2t_keras.decoding.translator import Translator
+    from t2t_keras import Translator
 
     run_dir = RunDir(trained_output_dir)
     model = restore_model(run_dir)[0]
@@ -98,10 +98,10 @@ def test_keras_file_round_trips_with_identical_translations(trained_output_dir, 
     loaded = keras.models.load_model(path)
     assert isinstance(loaded, Transformer) and loaded.hparams == model.hparams
     assert isinstance(loaded.optimizer, type(model.optimizer)) and loaded.loss.label_smoothing == model.hparams.label_smoothing
-    vocabularies, settings = run_dir.vocabularies(), run_dir.problem().decode_settings("beam_size=3")
+    vocabularies, problem = run_dir.vocabularies(), run_dir.problem()
     sentences = ["A dog runs in the snow.", "Two men are playing football on a green field.", ""]
-    before = Translator(model, vocabularies, settings).translate(sentences, n_best=3)
-    after = Translator(loaded, vocabularies, settings).translate(sentences, n_best=3)
+    before = Translator.from_model(model, vocabularies, problem, beam_size=3).translate(sentences, n_best=3)
+    after = Translator.from_model(loaded, vocabularies, problem, beam_size=3).translate(sentences, n_best=3)
     assert [[h.text for h in line] for line in after] == [[h.text for h in line] for line in before]
     np.testing.assert_allclose([[h.score for h in line] for line in after], [[h.score for h in line] for line in before],
                                rtol=1e-6)  # each Translator times its own output product's orientation

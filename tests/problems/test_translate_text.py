@@ -76,7 +76,7 @@ def text_run(corpus, tmp_path_factory):
 @pytest.mark.slow
 def test_two_text_files_to_translations_with_the_commands_alone(corpus, text_run, tmp_path):
     """datagen -> trainer -> decoder with nothing but flags; the trainer's export (through
-    Translator.from_run_dir) serves what the decoder wrote."""
+    Translator.from_preset) serves what the decoder wrote."""
     _, run = text_run
     result = _cli("decoder", f"--output_dir={run}", f"--decode_from_file={corpus / 'test.en'}",
                   f"--decode_to_file={tmp_path / 'test.de'}", "--noprogress")
@@ -85,14 +85,14 @@ def test_two_text_files_to_translations_with_the_commands_alone(corpus, text_run
     assert len(decoded) == 10
 
     from t2t_keras.checkpoints import RunDir
-    from t2t_keras.serving.exported_translator import ExportedTranslator
+    from t2t_keras.translator import Translator
 
     recorded = RunDir(run).problem()
     assert recorded.name == "translate_text" and recorded.target_language == "de"
     assert recorded.settings["train"] == [[str(corpus / "a.en"), str(corpus / "a.de.gz")],
                                           [str(corpus / "b.en"), str(corpus / "b.de.gz")]]
-    exported = ExportedTranslator(str(run / "export"))
-    assert exported.translate(_multi30k("en", "val")[100:110]) == decoded
+    exported = Translator.from_preset(str(run / "export"))
+    assert exported.generate(_multi30k("en", "val")[100:110]) == decoded
 
 
 def test_settings_are_recorded_and_a_rerun_with_other_files_is_refused(corpus, tmp_path):

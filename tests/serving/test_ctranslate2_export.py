@@ -17,7 +17,7 @@ from t2t_keras import registry
 from t2t_keras.checkpoints import RunDir
 from t2t_keras.data.tokenizers import Vocabularies, Vocabulary, train_sentencepiece
 from t2t_keras.decoding.shortlist import load_run_shortlist
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.translator import Translator
 from t2t_keras.errors import UsageError
 from t2t_keras.models import Transformer
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
@@ -167,8 +167,8 @@ def test_ctranslate2_decodes_as_ours(exported, trained_output_dir):
     sentences = _val("en", 40)
     vocabularies = RunDir(trained_output_dir).vocabularies()
     for beam_size in (1, 4):
-        translator = Translator.from_run_dir(trained_output_dir, f"beam_size={beam_size},alpha=0.0,extra_length=10")
-        ours = translator.translate(sentences)
+        translator = Translator.from_preset(trained_output_dir, beam_size=beam_size, alpha=0.0, extra_length=10)
+        ours = translator.generate(sentences)
         theirs = _ct2_translations(exported["float32"], vocabularies.target, sentences, beam_size, 0.0, 10)
         ours_log_p, their_log_p = np.array(translator.score(sentences, ours)), np.array(translator.score(sentences, theirs))
         assert np.mean(ours_log_p >= their_log_p - 1e-3) >= 0.8, list(zip(ours, theirs, ours_log_p, their_log_p))

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import files
+from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.serving import exporter
 from tests.testing import assert_one_line_error, read_warmup_requests, run_side_by_side
@@ -103,9 +104,10 @@ def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_p
         open(os.path.join(path, "saved_model.pb"), "wb").close()
         raise OSError("disk full")
 
-    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.decoding.search_module import SearchModule
+    from t2t_keras.decoding.trained_run import TrainedRun
 
-    translator = Translator.from_run_dir(trained_output_dir)
+    translator = SearchModule.from_run(TrainedRun.resolve(trained_output_dir))
     monkeypatch.setattr(tf.saved_model, "save", failing_save)
     with pytest.raises(OSError, match="disk full"):
         exporter.export_saved_model(translator, str(tmp_path / "export"), 7)
@@ -113,7 +115,7 @@ def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_p
 
 
 def test_fresh_process_serves_what_the_decoder_returns(served, trained_output_dir, tmp_path):
-    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.translator import Translator
 
     path, decoder_outputs, decoder_numbers = served
     sources = _val("en", 20)
@@ -152,8 +154,8 @@ def test_fresh_process_serves_what_the_decoder_returns(served, trained_output_di
 
     assert answer["val"]["outputs"] == decoder_outputs
     # scores and log_probs are one quantity each through the decoder, the Python API and the SavedModel.
-    in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
-    best = [hypotheses[0] for hypotheses in in_process.translate(sources, n_best=1)]
+    in_process = Translator.from_preset(trained_output_dir, beam_size=4, alpha=0.6, extra_length=20)
+    best = [hypotheses[0] for hypotheses in in_process.translate(sources, log_probs=True)]
     for quantity, column, field in (("scores", 0, "score"), ("log_probs", 1, "log_prob")):
         np.testing.assert_allclose(answer["val"][quantity], [numbers[column] for numbers in decoder_numbers], atol=2e-4)
         np.testing.assert_allclose([getattr(h, field) for h in best], [numbers[column] for numbers in decoder_numbers], atol=2e-4)
@@ -192,18 +194,23 @@ def test_bad_input_is_one_line(served, trained_output_dir, tmp_path):
 
 
 def test_python_api_over_the_export_equals_the_in_process_one(served, trained_output_dir):
-    from t2t_keras.decoding.translator import Translator
-    from t2t_keras.serving.exported_translator import ExportedTranslator
+    from t2t_keras.translator import Translator
 
     path, decoded, _ = served
-    exported = ExportedTranslator(os.path.dirname(path))  # an export dir: its highest version
+    exported = Translator.from_preset(os.path.dirname(path))  # an export dir: its highest version
     sentences = _val("en", 20)
-    assert exported.translate(sentences) == decoded
-    in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
-    assert in_process.translate(sentences) == decoded  # the Python API = the decoder CLI
+    assert exported.generate(sentences) == decoded
+    assert exported.generate(sentences, batch_size=3) == decoded  # batches of like length, in input order
+    in_process = Translator.from_preset(trained_output_dir, beam_size=4, alpha=0.6, extra_length=20)
+    assert in_process.generate(sentences) == decoded  # the Python API = the decoder CLI
     # Every beam (n_best = beam size), so that a swap of tied hypotheses stays visible.
-    for ours, theirs in zip(in_process.translate(sentences[:5] + [""], n_best=4), exported.translate(sentences[:5] + [""], n_best=4)):
+    for ours, theirs in zip(in_process.translate(sentences[:5] + [""], n_best=4, log_probs=True),
+                            exported.translate(sentences[:5] + [""], n_best=4, log_probs=True, batch_size=2)):
         _assert_same_n_best(ours, theirs)
+    best = [hypotheses[0] for hypotheses in in_process.translate(sentences, log_probs=True)]
+    _assert_same_n_best(best, [hypotheses[0] for hypotheses in exported.translate(sentences, log_probs=True)])
+    with pytest.raises(UsageError, match=r"is an export, whose graphs fix its decode settings: beam_size=5 \(it has 4\)"):
+        exported.generate(sentences, beam_size=5)
     assert exported.score(["A dog runs."], [decoded[0]]) == pytest.approx(in_process.score(["A dog runs."], [decoded[0]]), abs=1e-4)
 
 
@@ -269,7 +276,7 @@ def test_tf_servings_cpp_loader_serves_what_the_decoder_returns(served, cpp_load
     """LoadSavedModel (tag serve) from C++, with no Python: serving_default and score run by the
     SignatureDefs' tensor names give the decoder's outputs and the Python scores, and every
     warmup request TF Serving would replay at load time runs."""
-    from t2t_keras.decoding.translator import Translator
+    from t2t_keras.translator import Translator
 
     binary, op_library = cpp_loader
     path, decoded, _ = served
@@ -290,17 +297,17 @@ def test_tf_servings_cpp_loader_serves_what_the_decoder_returns(served, cpp_load
     assert len(answers) == len(requests)
     assert answers[0]["outputs"] == decoded and answers[0]["truncated"] == [False] * 20
     assert answers[1]["outputs"][0] == "" and answers[1]["scores"][0] == 0 and answers[1]["truncated"] == [False, True]
-    in_process = Translator.from_run_dir(trained_output_dir, "beam_size=4,alpha=0.6,extra_length=20")
+    in_process = Translator.from_preset(trained_output_dir, beam_size=4, alpha=0.6, extra_length=20)
     np.testing.assert_allclose(answers[2]["log_probs"], in_process.score(sources[:4] + [""], decoded[:4] + ["Ein Hund."]), atol=1e-4)
     for inputs, answer in zip(warmups, answers[3:]):
         assert len(answer["outputs"]) == len(inputs)
 
 
 def test_the_export_says_how_it_decodes_and_bounds_each_request(served):
-    from t2t_keras.serving.exported_translator import ExportedTranslator
+    from t2t_keras.serving.exported_translator import ExportedModel
 
     path, _, _ = served
-    exported = ExportedTranslator(path)
+    exported = ExportedModel(path)
     settings = exported.metadata["decode_hparams"]
     assert (settings["beam_size"], settings["alpha"], settings["extra_length"]) == (4, 0.6, 20)
     assert settings["max_input_tokens"] == 64  # the model's max_length (tests/conftest.py)

@@ -1,17 +1,14 @@
-"""Translator: source ids or text -> beam search over the cached model -> target ids or text.
+"""SearchModule: the graphs of translation over one model at fixed decode settings: source ids
+or text -> beam search over the cached model -> target ids or text, and log P of given pairs.
 
-One object serves the Python API, the decoder CLI, the trainer's dev score and the exported
-SavedModel: `translate_ids`, `translate_text`, `score_ids` and `score_text` are
-tf.functions of TensorFlow and tensorflow_text ops only, so the exporter puts them into
-the graph as they are. They are traced without AutoGraph: the search's loops are
-tf.while_loops already, and converting every layer's `call` on the way was most of a
-decoder's start-up (EXPERIMENTS.md, "Start-up"). `translate` and `score` are their Python face:
-
-    translator = Translator.from_run_dir("out/demo/train_avg")
-    translator.translate(["A dog runs in the snow."])          # ["Ein Hund rennt im Schnee."]
-    translator.translate(["A dog runs in the snow."], n_best=2) # [[Hypothesis(text, log_prob, score), ...]]
-    translator.score(["A dog runs."], ["Ein Hund rennt."])     # [log P(target | source)]
-    Translator.from_run_dir("out/ende_avg", reverse="out/deen_avg")  # the beam reranked by log P(source | output)
+One module serves the decoder CLI, the Python API (`t2t_keras.Translator`, which keeps one per
+settings it was asked for), the trainer's dev score and the exported SavedModel:
+`translate_ids`, `best_ids`, `sample_ids`, `translate_text`, `score_ids` and `score_text` are
+tf.functions of TensorFlow and tensorflow_text ops only, so the exporter puts them into the
+graph as they are. They are traced without AutoGraph: the search's loops are tf.while_loops
+already, and converting every layer's `call` on the way was most of a decoder's start-up
+(EXPERIMENTS.md, "Start-up"). The decode settings are Python constants of the graphs (a
+beam size is a shape): other settings need another module.
 """
 
 from __future__ import annotations
@@ -27,8 +24,8 @@ from t2t_keras.system import decoding_parts
 from t2t_keras.token_ids import PAD_ID
 
 
-class Translator(tf.Module):
-    """Beam search translation with a trained Transformer.
+class SearchModule(tf.Module):
+    """Beam search translation with a trained Transformer, at fixed decode settings.
 
     Do not call tf.random.set_seed (or keras.utils.set_random_seed) after creating one: it
     clears TensorFlow's eager kernel cache, which destroys the tensorflow_text SentencePiece
@@ -46,7 +43,7 @@ class Translator(tf.Module):
                  shortlist=None):
         super().__init__(name="translator")
         self.shortlist = shortlist  # a `shortlist.Shortlist`: each sentence searched over its shortlisted tokens
-        self.reverse = None  # a Translator of the other direction that reranks the hypotheses (`from_run`)
+        self.reverse = None  # a SearchModule of the other direction that reranks the hypotheses (`from_run`)
         self.model = model
         self.problem = problem  # for its output form (postprocess_output); None: the raw text
         self.vocabularies = vocabularies
@@ -63,46 +60,18 @@ class Translator(tf.Module):
         model.softmax_projection.choose_step_orientation(part_sentences * self.decode_hparams.beam_size)
 
     @classmethod
-    def from_run(cls, run) -> "Translator":
-        """The Translator of a `TrainedRun`: its checkpoints restored (an `Ensemble` of them with
-        --ensemble members), its decode settings, problem, vocabularies and shortlist, and the
-        reverse model's Translator as `reverse` (None without one). The restored checkpoints'
-        paths are `checkpoint_paths` (`checkpoint_path`: the run's)."""
-        translator = cls(run.restore_model(), run.vocabularies, run.decode_hparams, run.token_filter(), run.problem,
-                         run.shortlist)
-        translator.reverse = cls.from_run(run.reverse_run) if run.reverse_run else None
-        translator.checkpoint_paths = run.checkpoints
-        translator.checkpoint_path = translator.checkpoint_paths[0]
-        return translator
-
-    @classmethod
-    def from_run_dir(cls, output_dir: str, decode_hparams: DecodeHParams | str | None = None,
-                     checkpoint_path: str | None = None, ensemble: list[str] = (),
-                     reverse: str | None = None) -> "Translator":
-        """The Translator of a trained run dir (a trainer's output_dir, or an averaged or best one),
-        decoding on this machine: the Python API's entry (`TrainedRun.resolve` says what each
-        argument means). `decode_hparams` overrides the problem's defaults: a DecodeHParams, or
-        "beam_size=5,alpha=1.0"."""
-        from t2t_keras.decoding.trained_run import TrainedRun
-
-        return cls.from_run(TrainedRun.resolve(output_dir, decode_hparams, checkpoint_path, ensemble, reverse=reverse))
-
-    def translate(self, sentences: list[str], n_best: int | None = None):
-        """The best translation of each sentence (in the problem's output form: a tree for
-        parsing), or with `n_best`, its n best `Hypothesis`es (text, log_prob, score)."""
-        batch_decoding.require_sentence_list(sentences, "translate")
-        outputs = batch_decoding.translate_lines(self, list(sentences), n_best=n_best or 1, log_probs=bool(n_best))
-        if self.problem is not None:
-            outputs, _ = batch_decoding.postprocess(self.problem, list(sentences), outputs)
-        return outputs if n_best else [hypotheses[0].text for hypotheses in outputs]
-
-    def score(self, sources: list[str], targets: list[str]) -> list[float]:
-        """log P(target | source) of each pair, EOS included (the SavedModel's score signature)."""
-        batch_decoding.require_sentence_list(sources, "score")
-        batch_decoding.require_sentence_list(targets, "score")
-        if len(sources) != len(targets):
-            raise ValueError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
-        return batch_decoding.score_lines(self, list(sources), list(targets))
+    def from_run(cls, run, model=None, reverse: "SearchModule | None" = None) -> "SearchModule":
+        """The SearchModule of a `TrainedRun`: its checkpoints restored (an `Ensemble` of them with
+        --ensemble members; or `model`, restored already in the run's precision), its decode
+        settings, problem, vocabularies and shortlist, and as `reverse` the reverse model's
+        module (`reverse`, or one built from the run's; None without one). The restored
+        checkpoints' paths are `checkpoint_paths` (`checkpoint_path`: the run's)."""
+        module = cls(model or run.restore_model(), run.vocabularies, run.decode_hparams, run.token_filter(), run.problem,
+                     run.shortlist)
+        module.reverse = reverse or (cls.from_run(run.reverse_run) if run.reverse_run else None)
+        module.checkpoint_paths = run.checkpoints
+        module.checkpoint_path = module.checkpoint_paths[0]
+        return module
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")], autograph=False)
     def translate_ids(self, input_ids):
