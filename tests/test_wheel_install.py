@@ -21,9 +21,9 @@ SENTENCES = ["A dog runs in the snow.", "Two men are playing football in a park.
 # translations as JSON, where t2t_keras imports from, and whether nltk (an extra, not installed) does.
 PYTHON_API = """
 import importlib.util, json, sys
-from t2t_keras.decoding.translator import Translator
 import t2t_keras
-translations = Translator.from_run_dir(sys.argv[1]).translate(sys.argv[2:])
+from t2t_keras import Translator
+translations = Translator.from_preset(sys.argv[1]).generate(sys.argv[2:])
 nltk = importlib.util.find_spec("nltk") is not None
 print(json.dumps({"translations": translations, "package": t2t_keras.__file__, "nltk": nltk}))
 """
