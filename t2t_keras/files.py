@@ -315,6 +315,29 @@ def ensure_writable_dir(path: str, flag: str) -> None:
         raise UsageError(f"{flag}={path} is not writable ({reason.splitlines()[0] if reason else e}); pick another directory.") from None
 
 
+def check_output_path(path: str, flag: str, directory: bool = False) -> None:
+    """With the flags, before any work (and without TensorFlow): a UsageError naming `flag` and
+    `path` as given unless the command can create `path`. The rule of every command: a file's
+    directory must exist, as a shell's `>` wants, so that a mistyped directory is refused rather
+    than made; a directory (--output_dir, --export_dir, --avg_dir) is created with its parents
+    when written, so its nearest existing ancestor must be a writable directory. Not checked on
+    an object store: asking would load TensorFlow, and its writer's refusal names the path."""
+    if not is_local(path):
+        return
+    named, local = f"{flag}={path}", absolute(path)
+    if os.path.exists(local) and os.path.isdir(local) != directory:
+        raise UsageError(f"{named} is a {'file' if directory else 'directory'}; name a {'directory' if directory else 'file'}.")
+    ancestor = local if directory else os.path.dirname(local)  # where the command creates an entry
+    if not directory and not os.path.exists(ancestor):
+        raise UsageError(f"{named}: {os.path.dirname(native(path))} does not exist; create it first, or choose another path.")
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise UsageError(f"{named}: {ancestor} is a file, not a directory; choose another path.")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{named}: {ancestor} is not writable; choose another path.")
+
+
 def _swap_directories(new: str, path: str) -> None:
     """Puts directory `new` in the place of directory `path` (two renames; see `recover`)."""
     previous = previous_name(path)

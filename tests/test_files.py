@@ -66,3 +66,32 @@ def test_unwritable_directory_names_the_flag(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(UsageError, match=r"^--data_dir=.*file/sub is not writable \(.*\); pick another directory\.$"):
         files.ensure_writable_dir(str(tmp_path / "file" / "sub"), "--data_dir")
+
+
+def test_an_output_path_is_checked_before_any_work_and_nothing_is_made(tmp_path, monkeypatch):
+    """A file's directory must exist (a mistyped one is not made); a directory is made with its
+    parents later, so its nearest existing ancestor must be a writable directory. Each refusal
+    names the path as given."""
+    (tmp_path / "file").write_text("")
+    (tmp_path / "dir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    files.check_output_path("out.de", "--decode_to_file")
+    files.check_output_path("dir/out.de", "--decode_to_file")
+    files.check_output_path("dir", "--export_dir", directory=True)
+    files.check_output_path("new/deeper/export", "--export_dir", directory=True)
+    files.check_output_path("ram://nowhere/out.de", "--decode_to_file")  # its writer's refusal names it
+    for path, directory, message in (
+        ("new/out.de", False, "--flag=new/out.de: new does not exist; create it first, or choose another path."),
+        ("file/out.de", False, f"--flag=file/out.de: {tmp_path / 'file'} is a file, not a directory; choose another path."),
+        ("dir", False, "--flag=dir is a directory; name a file."),
+        ("file", True, "--flag=file is a file; name a directory."),
+        ("file/new/export", True, f"--flag=file/new/export: {tmp_path / 'file'} is a file, not a directory; choose another path."),
+    ):
+        with pytest.raises(UsageError) as refused:
+            files.check_output_path(path, "--flag", directory)
+        assert str(refused.value) == message
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # a directory of another user (root may write anywhere)
+    with pytest.raises(UsageError) as refused:
+        files.check_output_path("dir/out.de", "--flag")
+    assert str(refused.value) == f"--flag=dir/out.de: {tmp_path / 'dir'} is not writable; choose another path."
+    assert sorted(os.listdir(tmp_path)) == ["dir", "file"] and os.listdir(tmp_path / "dir") == []
