@@ -43,6 +43,10 @@ _LAZY_NAMES = {
 
 
 def __getattr__(name):
+    if name in _LAZY_SUBPACKAGES or name in _LAZY_NAMES:
+        from t2t_keras.system import start_tensorflow_quietly
+
+        start_tensorflow_quietly()
     if name in _LAZY_SUBPACKAGES:
         return importlib.import_module(f"t2t_keras.{name}")
     if name in _LAZY_NAMES:

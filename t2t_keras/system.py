@@ -5,6 +5,9 @@ import ctypes.util
 import dataclasses
 import os
 import platform
+import re
+import sys
+import tempfile
 
 from absl import logging
 
@@ -28,6 +31,40 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError, TypeError):
         return False
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**30))
+
+
+# What TensorFlow's native code says as it starts on a CPU machine, none of it the user's business:
+# the INFO lines written before absl's logging is set up (TF_CPP_MIN_LOG_LEVEL does not reach
+# them), the CPU-feature note's second line, and the failed probe for a CUDA driver.
+_START_UP_NOISE = re.compile(
+    r"WARNING: All log messages before absl::InitializeLog\(\)|I\d{4} |To enable the following instructions"
+    r"|[EW]\d{4} .*(cuInit|cuda|CUDA|TensorRT)"
+)
+
+
+def start_tensorflow_quietly() -> None:
+    """Imports TensorFlow and lets it probe for GPUs (where it logs the failed CUDA probe of a
+    CPU machine) with its native log, file descriptor 2, sent to a temporary file; then writes
+    to stderr what it said besides `_START_UP_NOISE`. The Python API calls it first, so a
+    program using it is as quiet as the commands. A no-op once TensorFlow is imported: its
+    start-up has been said. Does not start TensorFlow's runtime (thread settings stay open)."""
+    if "tensorflow" in sys.modules:
+        return
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as native_log:
+        terminal = os.dup(2)
+        os.dup2(native_log.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices("GPU")
+        finally:
+            sys.stderr.flush()
+            os.dup2(terminal, 2)
+            os.close(terminal)
+        native_log.seek(0)
+        said = native_log.read().decode("utf-8", "replace").splitlines()
+    sys.stderr.writelines(line + "\n" for line in said if not _START_UP_NOISE.match(line))
 
 
 def cpu_cores() -> int:

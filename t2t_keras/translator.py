@@ -58,7 +58,9 @@ class Translator:
         of the other direction that reranks each sentence's beam by log P(source | output).
         `tune_process=False` leaves TensorFlow's threads and glibc's malloc as they are."""
         from t2t_keras.serving.exported_translator import ExportedModel, holds_export
+        from t2t_keras.system import start_tensorflow_quietly
 
+        start_tensorflow_quietly()
         if holds_export(path):
             if checkpoint or ensemble or reverse:
                 raise UsageError(f"{path} is an export: checkpoint, ensemble and reverse need run dirs.")
@@ -75,6 +77,9 @@ class Translator:
     def from_run(cls, run, tune_process: bool = True) -> "Translator":
         """The Translator of a resolved `TrainedRun` (the decoder CLI's way in)."""
         from t2t_keras.decoding.search_module import SearchModule
+        from t2t_keras.system import start_tensorflow_quietly
+
+        start_tensorflow_quietly()
 
         return cls(_ModelSearch(
             run.decode_hparams, run.problem, run.vocabularies, lambda precision: run.with_settings(precision=precision).restore_model(),
@@ -205,6 +210,7 @@ class _ModelSearch:
         self._shortlists = shortlists or (lambda settings: None)
         self._reverse = reverse() if reverse else None
         self._modules = {}
+        self._model(self.settings.precision)  # restored now: a damaged checkpoint stops the load, not a first call
 
     @property
     def model(self):

@@ -11,7 +11,7 @@ import pytest
 
 from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
-from tests.testing import REPO_ROOT
+from tests.testing import REPO_ROOT, run_side_by_side
 
 SENTENCES = ["A dog runs in the snow.", "", "Two men are playing football on a green field.", "A woman reads."]
 
@@ -97,24 +97,28 @@ def test_a_directory_that_is_neither_a_run_nor_an_export_is_one_line(tmp_path):
 
 PROCESS_PROBE = """
 import sys
-import tensorflow as tf
-from t2t_keras import Translator
 if sys.argv[2] == "late":
+    import tensorflow as tf
     tf.zeros([]).numpy()  # TensorFlow started before the Translator
+from t2t_keras import Translator
 translator = Translator.from_preset(sys.argv[1], tune_process=sys.argv[2] != "untuned")
+translator.generate(["A dog runs."])
+import tensorflow as tf
 print(tf.config.threading.get_intra_op_parallelism_threads(), tf.config.threading.get_inter_op_parallelism_threads(),
       translator.settings.parallel_parts)
 """
 
 
-def test_the_process_is_set_up_as_the_decoder_sets_it(trained_output_dir):
-    """One thread per op and a part of each batch per core, as t2t-keras-decoder; left alone on
-    request; a warning line when TensorFlow ran before (its thread pools exist)."""
-    results = [subprocess.run([sys.executable, "-c", PROCESS_PROBE, trained_output_dir, how], capture_output=True,
-                              text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
-               for how in ("tuned", "untuned", "late")]
+def test_the_process_is_set_up_as_the_decoder_sets_it_and_kept_as_quiet(trained_output_dir):
+    """One thread per op and a part of each batch per core, as t2t-keras-decoder, and nothing of
+    TensorFlow's start-up on stderr (no CUDA probe); left alone on request; a warning line when
+    TensorFlow ran before (its thread pools exist)."""
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    results = run_side_by_side([[sys.executable, "-c", PROCESS_PROBE, trained_output_dir, how]
+                                for how in ("tuned", "untuned", "late")], env=env)
     parts = min(len(os.sched_getaffinity(0)), 8)
     assert results[0].stdout.split() == (["1", str(max(parts, 2)), str(parts)] if parts > 1 else ["0", "0", "1"]), results[0].stderr
+    assert results[0].stderr == "" and results[1].stderr == ""
     assert results[1].stdout.split() == ["0", "0", str(parts)], results[1].stderr
     assert results[2].stdout.split() == ["0", "0", str(parts)], results[2].stderr
     if parts > 1:
