@@ -9,6 +9,7 @@ import pathlib
 import random
 import signal
 import subprocess
+import sys
 import time
 import zlib
 
@@ -249,6 +250,16 @@ def _process_state(pid: int) -> str:
         return stat.read().rsplit(")", 1)[1].split()[0]
 
 
+def refusal_probe(module: str, *args: str) -> list[str]:
+    """The command line of t2t_keras.bin.`module` with `args`, run so that it also prints its exit
+    status and whether TensorFlow was imported on stdout ("2 False": refused before TensorFlow
+    loaded); its own exit status and stderr are kept (for `assert_one_line_error`)."""
+    argv = [module, *args]
+    return [sys.executable, "-c", f"import runpy, sys\nsys.argv = {argv!r}\ntry:\n"
+            f"    runpy.run_module('t2t_keras.bin.{module}', run_name='__main__')\n"
+            "except SystemExit as e:\n    print(e.code, 'tensorflow' in sys.modules)\n    raise\n"]
+
+
 def run_side_by_side(commands, **kwargs):
     """subprocess.run for several commands at once (they start together and share the cores):
     their CompletedProcesses, in order. For the one-line-error cases of a CLI."""
@@ -293,8 +304,6 @@ def source_copy(directory) -> pathlib.Path:
 
 def build_wheel(directory) -> pathlib.Path:
     """The working tree's wheel, built in `directory` offline with the venv's setuptools."""
-    import sys
-
     source = source_copy(directory)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(directory), str(source)],
                    check=True, capture_output=True)

@@ -1,12 +1,17 @@
-"""Reading parallel text robustly: invalid UTF-8 is replaced and counted, never a crash."""
+"""Reading parallel text robustly: invalid UTF-8 is replaced and counted, never a crash; a file
+in another encoding altogether (UTF-16, UTF-32) is refused in one line naming the iconv that
+converts it. A line is what ends in a newline byte, as `wc -l` counts; a UTF-8 byte-order mark
+is not part of the first line."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import gzip
 import itertools
 import os
+import shlex
 import zlib
 from typing import Iterator
 
@@ -37,8 +42,9 @@ def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: boo
     """Lines of a text file (plain or .gz) without their newline.
 
     Invalid UTF-8 bytes become U+FFFD and the line is recorded in `stats` ("file:line" and
-    its number), or, if `strict`, are a UsageError naming the file and line. `flag` names the
-    option the path came from, for the errors about a missing or unreadable file.
+    its number), or, if `strict`, are a UsageError naming the file and line. A file whose first
+    line shows another encoding (see `check_text_file`) is a UsageError; a UTF-8 byte-order mark
+    is dropped. `flag` names the option the path came from, for the errors about the file.
     """
     named = f"{flag}={path}" if flag else path
     _require_file(path, named)
@@ -46,6 +52,9 @@ def read_lines(path: str, stats: TextStats, flag: str | None = None, strict: boo
     try:
         with _open(path) as handle:
             for number, raw in enumerate(handle, start=1):
+                if number == 1:
+                    _refuse_other_encodings(raw, path, named)
+                    raw = raw.removeprefix(codecs.BOM_UTF8)
                 raw = raw.rstrip(b"\r\n")
                 try:
                     yield raw.decode("utf-8")
@@ -72,18 +81,77 @@ def _require_file(path: str, named: str) -> None:
         raise UsageError(f"{named}: no such file.")
 
 
-def check_text_file(path: str, flag: str) -> None:
-    """A UsageError naming `flag` unless `path` is a readable text file (plain or .gz) with at
-    least one line: what can be known from its first bytes, before any pass over the data."""
+def check_text_file(path: str, flag: str, empty_ok: bool = False) -> None:
+    """A UsageError naming `flag` unless `path` is a readable UTF-8 text file (plain or .gz) with
+    at least one line (or, if `empty_ok`, none): what can be known from its first bytes, before
+    any pass over the data or any model loads."""
     named = f"{flag}={path}"
     _require_file(path, named)
     try:
         with _open(path) as handle:
-            first = handle.read(1)
+            head = handle.read(HEAD_BYTES)
     except (OSError, EOFError, zlib.error) as e:
         raise UsageError(f"{named}: cannot be read ({e}); check that it is a complete {'gzip' if path.endswith('.gz') else 'text'} file.") from None
-    if not first:
+    if not head and not empty_ok:
         raise UsageError(f"{named} is empty; name a file with at least one line.")
+    _refuse_other_encodings(head, path, named)
+
+
+HEAD_BYTES = 1 << 16  # what `check_text_file` reads of a file to tell its encoding
+
+# The byte-order marks of the encodings iconv converts to UTF-8, UTF-32's first: UTF-32 LE's
+# mark begins with UTF-16 LE's.
+_BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "UTF-32", "little-endian"),
+    (codecs.BOM_UTF32_BE, "UTF-32", "big-endian"),
+    (codecs.BOM_UTF16_LE, "UTF-16", "little-endian"),
+    (codecs.BOM_UTF16_BE, "UTF-16", "big-endian"),
+)
+
+
+def _refuse_other_encodings(head: bytes, path: str, named: str) -> None:
+    """A UsageError naming the encoding and the iconv command that converts `path` if its first
+    bytes `head` show it is not UTF-8 text at all: a UTF-16 or UTF-32 byte-order mark, or NUL
+    bytes, which no text has and UTF-16 has in every other byte of Latin-script text. (Its
+    newline, 0A 00, would otherwise split it into lines that start with a NUL, one more than
+    the file has.) Stray invalid bytes are not refused here: `read_lines` replaces them."""
+    for mark, encoding, order in _BYTE_ORDER_MARKS:
+        if head.startswith(mark):
+            raise UsageError(f"{named} is {encoding} ({order}, with a byte-order mark), not UTF-8: convert it with "
+                             f"{_iconv(path, encoding)}")
+    if b"\0" not in head:
+        return
+    if head.startswith(b"\x1f\x8b"):
+        raise UsageError(f"{named} is gzip-compressed but its name does not end in .gz: rename it, "
+                         f"e.g. mv {shlex.quote(path)} {shlex.quote(path + '.gz')}")
+    encoding, order = _encoding_of_nul_bytes(head)
+    raise UsageError(f"{named} has NUL bytes, so it is not UTF-8 text; if it is {encoding[:6]} ({order}, without a "
+                     f"byte-order mark, as the NULs' places suggest), convert it with {_iconv(path, encoding)}")
+
+
+def _encoding_of_nul_bytes(head: bytes) -> tuple[str, str]:
+    """(iconv's name, byte order) of the UTF-16 or UTF-32 that puts NUL bytes where `head` has
+    them: in ASCII-range text, 'a\\0' is UTF-16LE, '\\0a' UTF-16BE, 'a\\0\\0\\0' UTF-32LE,
+    '\\0\\0\\0a' UTF-32BE."""
+    nul_share = [head[k::4].count(0) / max(1, len(head[k::4])) for k in range(4)]
+    mostly_nul = [share > 0.5 for share in nul_share]
+    if mostly_nul == [False, True, True, True]:
+        return "UTF-32LE", "little-endian"
+    if mostly_nul == [True, True, True, False]:
+        return "UTF-32BE", "big-endian"
+    if nul_share[1] + nul_share[3] > nul_share[0] + nul_share[2]:
+        return "UTF-16LE", "little-endian"
+    return "UTF-16BE", "big-endian"
+
+
+def _iconv(path: str, encoding: str) -> str:
+    """The shell command that writes `path`, in `encoding`, as UTF-8 beside it: a.en -> a.utf8.en."""
+    plain = path.removesuffix(".gz")
+    stem, extension = os.path.splitext(plain)
+    converted = shlex.quote(f"{stem}.utf8{extension}")
+    if path.endswith(".gz"):
+        return f"gunzip -c {shlex.quote(path)} | iconv -f {encoding} -t UTF-8 > {converted}"
+    return f"iconv -f {encoding} -t UTF-8 {shlex.quote(path)} > {converted}"
 
 
 def read_parallel(source_path: str, target_path: str, stats: TextStats, strict: bool = False) -> Iterator[tuple[str, str]]:

@@ -1,8 +1,11 @@
 """Datagen end to end: determinism, atomicity, reuse, and bad input."""
 
+import codecs
 import filecmp
+import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,11 +15,12 @@ import pytest
 
 from t2t_keras import registry
 from t2t_keras.data import datagen, manifest
+from t2t_keras.data.text_files import TextStats, check_text_file, count_lines, read_lines
 from t2t_keras.data.tfrecords import count_and_check
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import VocabSpec
 from t2t_keras.problems.translate import ParallelTextProblem
-from tests.testing import assert_one_line_error, interrupt_while, write_corpus_slice
+from tests.testing import assert_one_line_error, interrupt_while, refusal_probe, run_side_by_side, write_corpus_slice
 
 
 class SliceProblem(ParallelTextProblem):
@@ -219,3 +223,68 @@ def test_cli_one_line_errors(tmp_path):
         (["--problem=translate_ende_wmt14", f"--data_dir={tmp_path}"], "error: --tmp_dir is required for translate_ende_wmt14"),
     ):
         assert_one_line_error(cli(*args), message)
+
+
+def test_files_in_other_encodings_are_refused_naming_the_iconv_that_converts_them(tmp_path):
+    """UTF-16 and UTF-32 (a byte-order mark, or NUL bytes without one) are told from a file's
+    first bytes, by the check datagen and the decoder run with their flags and by read_lines
+    itself: one line naming the encoding and the command that converts the file, which works. A
+    UTF-8 byte-order mark is no part of the first line."""
+    lines = ["A dog runs.", "Zwei Frauen singen \u00fcber \u4e2d."]
+    text = "".join(line + "\n" for line in lines)
+    cases = {
+        "le.en": (codecs.BOM_UTF16_LE + text.encode("utf-16-le"), "is UTF-16 (little-endian, with a byte-order mark), not UTF-8: "
+                  "convert it with iconv -f UTF-16 -t UTF-8 {d}/le.en > {d}/le.utf8.en"),
+        "be.en": (codecs.BOM_UTF16_BE + text.encode("utf-16-be"), "is UTF-16 (big-endian, with a byte-order mark), not UTF-8: "
+                  "convert it with iconv -f UTF-16 -t UTF-8 {d}/be.en > {d}/be.utf8.en"),
+        "le32.en": (codecs.BOM_UTF32_LE + text.encode("utf-32-le"), "is UTF-32 (little-endian, with a byte-order mark), not UTF-8: "
+                    "convert it with iconv -f UTF-32 -t UTF-8 {d}/le32.en > {d}/le32.utf8.en"),
+        "be32.en": (codecs.BOM_UTF32_BE + text.encode("utf-32-be"), "is UTF-32 (big-endian, with a byte-order mark), not UTF-8: "
+                    "convert it with iconv -f UTF-32 -t UTF-8 {d}/be32.en > {d}/be32.utf8.en"),
+        "gz16.en.gz": (gzip.compress(codecs.BOM_UTF16_LE + text.encode("utf-16-le")), "is UTF-16 (little-endian, with a byte-order "
+                       "mark), not UTF-8: convert it with gunzip -c {d}/gz16.en.gz | iconv -f UTF-16 -t UTF-8 > {d}/gz16.utf8.en"),
+    }
+    for name, encoding, order in (("bare16le", "UTF-16LE", "little"), ("bare16be", "UTF-16BE", "big"),
+                                  ("bare32le", "UTF-32LE", "little"), ("bare32be", "UTF-32BE", "big")):
+        cases[name] = (text.encode(encoding), f"has NUL bytes, so it is not UTF-8 text; if it is {encoding[:6]} ({order}-endian, "
+                       f"without a byte-order mark, as the NULs' places suggest), convert it with iconv -f {encoding} -t UTF-8 "
+                       f"{{d}}/{name} > {{d}}/{name}.utf8")
+    cases["packed.en"] = (gzip.compress(text.encode()), "is gzip-compressed but its name does not end in .gz: rename it, "
+                          "e.g. mv {d}/packed.en {d}/packed.en.gz")
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        message = message.format(d=tmp_path)
+        with pytest.raises(UsageError) as refused:
+            check_text_file(str(path), "--train_source")
+        assert str(refused.value) == f"--train_source={path} {message}"
+        with pytest.raises(UsageError) as refused:
+            list(read_lines(str(path), TextStats()))
+        assert str(refused.value) == f"{path} {message}"
+        if "iconv" in message and shutil.which("iconv"):
+            subprocess.run(message.split("convert it with ")[1], shell=True, check=True)
+            converted = message.rsplit("> ", 1)[1]
+            assert list(read_lines(converted, TextStats(), strict=True)) == lines, name
+
+    bom = tmp_path / "bom.en"
+    bom.write_bytes(codecs.BOM_UTF8 + text.encode())
+    check_text_file(str(bom), "--train_source")
+    assert list(read_lines(str(bom), TextStats(), strict=True)) == lines and count_lines(str(bom)) == 2
+    latin1 = tmp_path / "latin1.en"  # stray bytes that are not UTF-8 are read_lines' to replace (or, strict, to name)
+    latin1.write_bytes("caf\u00e9\n".encode("latin-1"))
+    check_text_file(str(latin1), "--train_source")
+    with pytest.raises(UsageError, match=r"latin1.en:1: not UTF-8 \(byte 0xe9 at column 4\); .* iconv -f latin1 -t utf-8"):
+        list(read_lines(str(latin1), TextStats(), strict=True))
+
+
+def test_datagen_refuses_a_utf16_file_with_its_flags(tmp_path):
+    """One line naming the encoding and the fix, before TensorFlow loads and before anything is written."""
+    for name, line in (("train.en", "A dog."), ("train.de", "Ein Hund."), ("dev.en", "A cat."), ("dev.de", "Eine Katze.")):
+        (tmp_path / name).write_text(line + "\n", encoding="utf-8")
+    (tmp_path / "train.en").write_bytes(codecs.BOM_UTF16_BE + "A dog.\n".encode("utf-16-be"))
+    (result,) = run_side_by_side([refusal_probe(
+        "datagen", "--problem=translate_text", f"--data_dir={tmp_path / 'data'}", "--train_source=train.en", "--train_target=train.de",
+        "--dev_source=dev.en", "--dev_target=dev.de", "--noprogress")], cwd=tmp_path)
+    assert_one_line_error(result, f"error: --train_source={tmp_path / 'train.en'} is UTF-16 (big-endian, with a byte-order mark), "
+                          f"not UTF-8: convert it with iconv -f UTF-16 -t UTF-8 {tmp_path / 'train.en'} > {tmp_path / 'train.utf8.en'}")
+    assert result.stdout.split() == ["2", "False"] and not (tmp_path / "data").exists()
