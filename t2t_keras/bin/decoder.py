@@ -26,6 +26,7 @@ from absl import flags
 
 from t2t_keras import files
 from t2t_keras.bin import flags as common_flags
+from t2t_keras.data.text_files import check_text_file
 from t2t_keras.decoding import file_decoding
 from t2t_keras.errors import UsageError
 
@@ -79,15 +80,16 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if FLAGS.output_dir and not FLAGS.decode_from_file and not FLAGS.decode_interactive:
         raise UsageError("say what to decode: --decode_from_file=FILE or --decode_interactive.")
+    if not 0 <= FLAGS.decode_shard_id < FLAGS.decode_shards:
+        raise UsageError(f"--decode_shard_id={FLAGS.decode_shard_id}: choose 0 to --decode_shards - 1 ({FLAGS.decode_shards - 1}).")
+    if FLAGS.decode_shards > 1 and not FLAGS.decode_to_file:
+        raise UsageError("--decode_shards needs --decode_to_file (each shard is written to DECODE_TO_FILE.shard-I-of-N).")
+    _check_files()
     ensemble = [path for path in (FLAGS.ensemble or "").split(",") if path.strip()]
     run = common_flags.load_trained_run(check_checkpoint=False, ensemble=ensemble, reverse=FLAGS.reverse_model)
     problem, decode_hparams = run.problem, run.decode_hparams
     if not 1 <= FLAGS.n_best <= decode_hparams.beam_size:
         raise UsageError(f"--n_best={FLAGS.n_best}: choose 1 to beam_size ({decode_hparams.beam_size}).")
-    if not 0 <= FLAGS.decode_shard_id < FLAGS.decode_shards:
-        raise UsageError(f"--decode_shard_id={FLAGS.decode_shard_id}: choose 0 to --decode_shards - 1 ({FLAGS.decode_shards - 1}).")
-    if FLAGS.decode_shards > 1 and not FLAGS.decode_to_file:
-        raise UsageError("--decode_shards needs --decode_to_file (each shard is written to DECODE_TO_FILE.shard-I-of-N).")
 
     from t2t_keras.data.text_files import TextStats, count_lines, read_lines
 
@@ -106,7 +108,7 @@ def main(argv) -> int:
     checkpoints = run.checkpoints
     shards, shard = FLAGS.decode_shards, FLAGS.decode_shard_id
     first, end = shard * total // shards, (shard + 1) * total // shards
-    path = FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
+    path = _output_path()
     output = None
     if FLAGS.decode_to_file and not files.is_local(path) and files.exists(path) and not FLAGS.start_over:
         _refuse_to_replace(path)  # an object store's output is written whole: no record to resume from
@@ -147,7 +149,7 @@ def main(argv) -> int:
         with files.atomic_path(path) as temporary, files.open_file(temporary, "w") as handle:
             _decode(translator, numbered(0), lambda lines: handle.write("".join(line + "\n" for line in lines)),
                     report, end - first, 0)
-        best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best)
+        best = _best_texts(_written_lines(path), FLAGS.n_best)
         _summary(translator, report, stats, problem, None if reference is None else reference[first:end], best, resumed=0, block=(first, end))
         return 0
     done, complete = output.open(FLAGS.start_over)
@@ -169,10 +171,35 @@ def main(argv) -> int:
         output.close(complete=finished)
     best = None
     if reference is not None:
-        best = _best_texts(files.read_text(path).splitlines(), FLAGS.n_best)
+        best = _best_texts(_written_lines(path), FLAGS.n_best)
         reference = reference[first:end]
     _summary(translator, report, stats, problem, reference, best, resumed=done, block=(first, end))
     return 0
+
+
+def _output_path() -> str:
+    """The file this command writes: --decode_to_file, or its shard's name."""
+    FLAGS = flags.FLAGS
+    shards, shard = FLAGS.decode_shards, FLAGS.decode_shard_id
+    return FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
+
+
+def _check_files() -> None:
+    """The input files' encodings and the output's directory, from the flags alone: a mistake
+    is one line before the model (and TensorFlow) loads, and nothing is written. The output's
+    directory is not created (`files.check_output_path`: a mistyped one is refused, as by `>`)."""
+    FLAGS = flags.FLAGS
+    for name in ("decode_from_file", "score_file", "decode_reference"):
+        if FLAGS[name].value:
+            check_text_file(FLAGS[name].value, f"--{name}", empty_ok=True)
+    if FLAGS.decode_to_file:
+        files.check_output_path(_output_path(), "--decode_to_file")
+
+
+def _written_lines(path: str) -> list[str]:
+    """The lines of an output the decoder wrote, split where it ended them (at newlines only:
+    str.splitlines would also split an output at a form feed or U+2028, off its input's line)."""
+    return files.read_text(path).split("\n")[:-1]
 
 
 def _refuse_to_replace(path: str) -> None:

@@ -1,5 +1,6 @@
 """Decoding files, batches and the command line with a briefly trained model."""
 
+import codecs
 import gzip
 import os
 import shutil
@@ -15,7 +16,7 @@ from t2t_keras.translator import Translator
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.checkpoints import RunDir, restore_model
 from t2t_keras.errors import UsageError
-from tests.testing import assert_one_line_error, run_side_by_side
+from tests.testing import assert_one_line_error, refusal_probe, run_side_by_side
 
 
 def _val(language, count):
@@ -110,27 +111,33 @@ def _decoder_cli(*args):
     return subprocess.run([sys.executable, "-m", "t2t_keras.bin.decoder", "--noprogress", *args], capture_output=True, text=True)
 
 
-def test_file_with_empty_long_and_invalid_utf8_lines(trained_output_dir, tmp_path):
+def test_file_with_empty_long_invalid_utf8_and_line_like_characters(trained_output_dir, tmp_path):
+    """One output line per input line, each on its input's line. A line is what ends in a
+    newline, as `wc -l` and the reference count: a form feed, U+0085, U+2028 or a carriage
+    return inside a line (str.splitlines' line ends) stays in it; a UTF-8 byte-order mark is not
+    part of the first line."""
     source = tmp_path / "in.en"
     long_line = " ".join(_val("en", 40))  # ~2000 characters
+    odd = "A cat\u2028 sleeps\x0c on\x85 a\x0b mat\x1c\x1d\x1e in\r the\u2029 sun."
     source.write_bytes(
-        b"A dog runs.\n\nTwo women \xff\xfe sing.\n" + long_line.encode() + b"\n\nA man rides a bike.\n"
+        codecs.BOM_UTF8 + b"A dog runs.\n\nTwo women \xff\xfe sing.\n" + long_line.encode() + b"\n\nA man rides a bike.\n"
+        + odd.encode() + b"\n"
     )
     reference = tmp_path / "ref.de"
-    reference.write_text("Ein Hund rennt.\n\nZwei Frauen singen.\n" + "x\n\nEin Mann fährt Fahrrad.\n", encoding="utf-8")
+    reference.write_bytes(("Ein Hund rennt.\n\nZwei Frauen singen.\n" + "x\n\nEin Mann fährt Fahrrad.\nEine\u2028 Katze\x0c.\n").encode())
     output = tmp_path / "out.de"
     result = _decoder_cli(f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--decode_to_file={output}",
                           f"--decode_reference={reference}", "--decode_hparams=beam_size=2,extra_length=5")
     assert result.returncode == 0, result.stderr
-    lines = output.read_text(encoding="utf-8").split("\n")
-    assert len(lines) == 7 and lines[-1] == ""  # 6 lines, each ending in a newline
+    lines = output.read_bytes().decode("utf-8").split("\n")
+    assert len(lines) == 8 and lines[-1] == ""  # 7 lines, each ending in a newline
     assert lines[1] == "" and lines[4] == ""
     # Each line is what that line translates to on its own (so order is kept).
     run_dir = RunDir(trained_output_dir)
     alone = Translator.from_model(restore_model(run_dir)[0], run_dir.vocabularies(), beam_size=2, extra_length=5)
-    for i, text in ((0, "A dog runs."), (2, "Two women \ufffd\ufffd sing."), (3, long_line), (5, "A man rides a bike.")):
+    for i, text in ((0, "A dog runs."), (2, "Two women \ufffd\ufffd sing."), (3, long_line), (5, "A man rides a bike."), (6, odd)):
         assert lines[i] == alone.generate([text])[0]
-    assert "decoded 6 lines" in result.stderr and "(2 empty)" in result.stderr
+    assert "decoded 7 lines" in result.stderr and "(2 empty)" in result.stderr
     assert "invalid UTF-8 replaced on 1 lines: 3" in result.stderr
     assert "BLEU = " in result.stderr and "nrefs:1" in result.stderr
 
@@ -178,22 +185,40 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
 
 
 def test_bad_flags_are_refused_before_tensorflow_loads(trained_output_dir, tmp_path):
-    """The decoder checks its flags, the run dir and the decode settings first: a mistake costs
-    a second, not TensorFlow's start-up."""
+    """The decoder checks its flags, the run dir, the decode settings, its input files'
+    encodings and its output's directory first: a mistake costs a second, not TensorFlow's
+    start-up, and writes nothing (no output, no FILE.decode.json, no .incomplete. file)."""
     source = tmp_path / "in.en"
     source.write_text("A dog.\n")
-    probe = (
-        "import runpy, sys\n"
-        "try:\n"
-        "    runpy.run_module('t2t_keras.bin.decoder', run_name='__main__')\n"
-        "except SystemExit as e:\n"
-        "    print(e.code, 'tensorflow' in sys.modules)\n"
-    )
-    for bad in ("--n_best=9", "--decode_hparams=beam_sise=2", "--decode_shards=2 --decode_shard_id=2"):
-        argv = ["decoder", f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", *bad.split()]
-        result = subprocess.run([sys.executable, "-c", f"import sys; sys.argv = {argv!r}\n" + probe],
-                                capture_output=True, text=True)
-        assert result.stdout.split() == ["2", "False"], (bad, result.stdout, result.stderr)
+    # `head -5 test.en | iconv -t utf-16`: read as bytes, its newlines (0A 00) made one line more than it has.
+    (tmp_path / "u16.en").write_bytes(codecs.BOM_UTF16_LE + "A dog.\nA cat.\n".encode("utf-16-le"))
+    (tmp_path / "nul.de").write_bytes("Ein Hund.\n".encode("utf-16-le"))
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "a_dir").mkdir()
+    run = [f"--output_dir={trained_output_dir}", "--decode_from_file=in.en"]
+    u16 = "error: --decode_from_file=u16.en is UTF-16 (little-endian, with a byte-order mark), not UTF-8: "
+    cases = [
+        ([*run, "--n_best=9"], "error: --n_best=9"),
+        ([*run, "--decode_hparams=beam_sise=2"], "error: --decode_hparams: unknown setting 'beam_sise'"),
+        ([*run, "--decode_shards=2", "--decode_shard_id=2"], "error: --decode_shard_id=2"),
+        ([*run, "--decode_from_file=u16.en", "--decode_to_file=out.de"], u16 + "convert it with iconv -f UTF-16 -t UTF-8 u16.en > u16.utf8.en"),
+        ([*run, "--score_file=nul.de"], "error: --score_file=nul.de has NUL bytes, so it is not UTF-8 text; if it is UTF-16 "
+         "(little-endian, without a byte-order mark, as the NULs' places suggest), convert it with iconv -f UTF-16LE -t UTF-8 nul.de > nul.utf8.de"),
+        ([*run, "--decode_reference=nul.de"], "error: --decode_reference=nul.de has NUL bytes"),
+        ([*run, "--decode_to_file=no/such/dir/out.de"],
+         "error: --decode_to_file=no/such/dir/out.de: no/such/dir does not exist; create it first, or choose another path."),
+        ([*run, "--decode_to_file=no/out.de", "--decode_shards=2", "--decode_shard_id=1"],
+         "error: --decode_to_file=no/out.de.shard-1-of-2: no does not exist; create it first, or choose another path."),
+        ([*run, "--decode_to_file=a_file/out.de"], f"error: --decode_to_file=a_file/out.de: {tmp_path / 'a_file'} is a file, not a directory"),
+        ([*run, "--decode_to_file=a_dir"], "error: --decode_to_file=a_dir is a directory; name a file."),
+    ]
+    before = sorted(os.listdir(tmp_path))
+    # Run in tmp_path: the paths as a user types them, relative.
+    results = run_side_by_side([refusal_probe("decoder", "--noprogress", *args) for args, _ in cases], cwd=tmp_path)
+    for (args, message), result in zip(cases, results):
+        assert_one_line_error(result, message)
+        assert result.stdout.split() == ["2", "False"], (args, result.stdout, result.stderr)
+    assert sorted(os.listdir(tmp_path)) == before and os.listdir(tmp_path / "a_dir") == []
 
 
 def test_n_best_with_scores_and_score_file_on_the_command_line(trained_output_dir, tmp_path):
