@@ -7,6 +7,7 @@
 
 from absl import flags
 
+from t2t_keras import files
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.errors import UsageError
 
@@ -25,6 +26,7 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if not FLAGS.output_dir or not FLAGS.avg_dir:
         raise UsageError("--output_dir and --avg_dir are required.")
+    files.check_output_path(FLAGS.avg_dir, "--avg_dir", directory=True)
     from t2t_keras.checkpoints import average_checkpoints  # TensorFlow loads here
 
     path = average_checkpoints(FLAGS.output_dir, FLAGS.num_last_checkpoints, FLAGS.avg_dir)

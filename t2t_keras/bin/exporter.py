@@ -8,6 +8,7 @@ a CTranslate2 model directory for CPU deployments.
 
 from absl import flags
 
+from t2t_keras import files
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.errors import UsageError
 
@@ -32,6 +33,8 @@ def main(argv) -> int:
     FLAGS = flags.FLAGS
     if FLAGS.output_dir and not FLAGS.export_dir:
         raise UsageError("--export_dir is required: TF Serving's model base path (see --helpfull).")
+    if FLAGS.export_dir:
+        files.check_output_path(FLAGS.export_dir, "--export_dir", directory=True)
     run = common_flags.load_trained_run(for_export=True)
     if FLAGS.format == "ctranslate2":
         if FLAGS.version is not None:

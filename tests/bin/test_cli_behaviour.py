@@ -5,7 +5,8 @@ import subprocess
 import sys
 import time
 
-from tests.testing import assert_one_line_error, interrupt_while, popen_interruptible, run_side_by_side, write_corpus_slice
+from tests.testing import (assert_one_line_error, interrupt_while, popen_interruptible, refusal_probe, run_side_by_side,
+                           write_corpus_slice)
 
 
 def _cli(module, *args, **kwargs):
@@ -47,6 +48,26 @@ def test_a_failed_start_leaves_no_new_directories(tmp_path):
         f"error: --data_dir={tmp_path / 'no_data'} does not exist",
     )
     assert os.listdir(tmp_path) == []
+
+
+def test_an_output_directory_that_cannot_be_made_is_refused_with_the_flags(tmp_path):
+    """The exporter's --export_dir (either format) and t2t-keras-avg-checkpoints' --avg_dir are
+    checked before TensorFlow loads (and before the run dir is read), in one line naming the
+    path as given; nothing is made. (The decoder's --decode_to_file: tests/decoding.)"""
+    (tmp_path / "a_file").write_text("")
+    run = "--output_dir=no_run_needed"
+    cases = [
+        ("exporter", [run, "--export_dir=a_file"], "error: --export_dir=a_file is a file; name a directory."),
+        ("exporter", [run, "--format=ctranslate2", "--export_dir=a_file/ct2/ende"],
+         f"error: --export_dir=a_file/ct2/ende: {tmp_path / 'a_file'} is a file, not a directory; choose another path."),
+        ("avg_checkpoints", [run, "--avg_dir=a_file/avg"],
+         f"error: --avg_dir=a_file/avg: {tmp_path / 'a_file'} is a file, not a directory; choose another path."),
+    ]
+    results = run_side_by_side([refusal_probe(module, *args) for module, args, _ in cases], cwd=tmp_path)
+    for (module, _, message), result in zip(cases, results):
+        assert_one_line_error(result, message)
+        assert result.stdout.split() == ["2", "False"], (module, result.stdout, result.stderr)
+    assert os.listdir(tmp_path) == ["a_file"]
 
 
 def test_ctrl_c_is_one_line_status_130_and_leaves_nothing_half_written(tmp_path):
