@@ -21,7 +21,7 @@ from typing import ClassVar, Iterator
 
 from t2t_keras.data.text_files import TextStats
 from t2t_keras.errors import UsageError
-from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
+from t2t_keras.hparams_lib import DecodeHParams, apply_overrides, replace_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,11 +96,13 @@ class Problem(abc.ABC):
         return []
 
     # --- decoding ---
-    def decode_settings(self, overrides: str = "", flag: str = "--decode_hparams") -> DecodeHParams:
-        """How this problem's outputs are searched: `decode_defaults` with `overrides`
-        ("beam_size=5,alpha=1.0"), checked; an error names `flag`. The one place decode
-        settings are resolved (decoder, exporter, trainer's dev score, Translator)."""
-        return apply_overrides(self.decode_defaults, overrides, flag).validated()
+    def decode_settings(self, overrides: str = "", flag: str = "--decode_hparams", run_defaults: dict | None = None) -> DecodeHParams:
+        """How this problem's outputs are searched: `decode_defaults`, then a trained run's own
+        (`run_defaults`: run.json's "decode_defaults", e.g. the alpha the trainer chose on the dev
+        set), then `overrides` ("beam_size=5,alpha=1.0"), checked; an error names `flag`. The one
+        place decode settings are resolved (decoder, exporter, trainer's dev score, Translator)."""
+        defaults = replace_fields(self.decode_defaults, run_defaults or {}, "run.json's decode_defaults")
+        return apply_overrides(defaults, overrides, flag).validated()
 
     def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
         """A decoded sentence as the decoder writes it, and how many repairs that took."""

@@ -33,8 +33,9 @@ class TrainedRun:
 
     Args:
       run_dir: a trainer's output_dir, or an averaged or best one.
-      decode_hparams: a DecodeHParams, or overrides of the problem's decode defaults: "beam_size=5" (the
-        decoder's --decode_hparams) or {"beam_size": 5} (the Python API's keywords).
+      decode_hparams: a DecodeHParams, or overrides of the run's decode defaults (the problem's, with
+        those the trainer recorded: its alpha): "beam_size=5" (the decoder's --decode_hparams) or
+        {"beam_size": 5} (the Python API's keywords).
       checkpoint_path: the checkpoint to decode instead of the run's latest.
       ensemble: more run dirs or checkpoints decoding with it (the mean of their probabilities).
       reverse: a run dir or checkpoint of a model trained in the other direction (target -> source),
@@ -47,10 +48,13 @@ class TrainedRun:
         run_dir.hparams()  # a one-line error for a directory the trainer did not write
         self.run_dir = run_dir
         self.problem = run_dir.problem()
+        run_defaults = run_dir.run_info().get("decode_defaults")  # the alpha the trainer chose on the dev set
         if isinstance(decode_hparams, dict):
-            decode_hparams = replace_fields(self.problem.decode_settings(), decode_hparams, "decode settings")
+            decode_hparams = replace_fields(self.problem.decode_settings(run_defaults=run_defaults), decode_hparams,
+                                            "decode settings")
         elif not isinstance(decode_hparams, DecodeHParams):
-            decode_hparams = self.problem.decode_settings(decode_hparams or "")
+            decode_hparams = self.problem.decode_settings(decode_hparams or "", run_defaults=run_defaults)
+        self.requested_hparams = decode_hparams  # before the precision decision: what an export of this run keeps
         self.decode_hparams = decode_precision(decode_hparams, for_export)
         self.checkpoint_path = checkpoint_path
         self.ensemble = tuple(ensemble)
@@ -71,6 +75,7 @@ class TrainedRun:
         """The same run (what it has resolved is kept) with some decode settings changed."""
         changed = copy.copy(self)
         changed.decode_hparams = dataclasses.replace(self.decode_hparams, **changes)
+        changed.requested_hparams = dataclasses.replace(self.requested_hparams, **changes)
         changed.__dict__.pop("shortlist", None)  # it depends on the settings
         return changed
 
@@ -78,7 +83,7 @@ class TrainedRun:
         """This run as an export decodes it: the precision asked, for the serving machine."""
         if self.is_export:
             return self
-        return TrainedRun(self.run_dir, self.decode_hparams, self.checkpoint_path, self.ensemble, for_export=True)
+        return TrainedRun(self.run_dir, self.requested_hparams, self.checkpoint_path, self.ensemble, for_export=True)
 
     @functools.cached_property
     def vocabularies(self):
@@ -110,7 +115,8 @@ class TrainedRun:
         if all(ours + theirs) and theirs != ours[::-1]:
             raise UsageError(f"--reverse_model={self.reverse} translates {theirs[0]} -> {theirs[1]}; reranking "
                              f"{ours[0]} -> {ours[1]} needs a {ours[1]} -> {ours[0]} model.")
-        return TrainedRun(reverse_dir, self.decode_hparams, path)
+        # The reverse model only scores (log P(source | hypothesis)): it needs no shortlist of its own.
+        return TrainedRun(reverse_dir, dataclasses.replace(self.decode_hparams, shortlist=0), path)
 
     @property
     def checkpoints(self) -> list[str]:

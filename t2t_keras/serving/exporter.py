@@ -93,6 +93,7 @@ def export_metadata(translator, version: int) -> dict:
         "version": version,
         "problem": translator.problem.name if translator.problem is not None else None,
         "checkpoint": getattr(translator, "checkpoint_path", None),
+        "checkpoints": getattr(translator, "checkpoint_paths", None),  # every member of an ensemble, the first's first
         "decode_hparams": dataclasses.asdict(translator.decode_hparams),
         "signatures": {
             "serving_default": "inputs [B] string -> outputs [B] string, scores [B] float32, log_probs [B] float32, "

@@ -93,6 +93,8 @@ def test_bf16_falls_back_to_fp32_in_one_line_without_bf16_units(trained_output_d
     assert {weight.dtype for weight in translator.model.weights} == {"float32"}
     lines = [record.getMessage() for record in caplog.records if "bfloat16" in record.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0] and "decoding in fp32" in lines[0], lines
+    # An export of the same run is for the serving machine: bf16 as asked, whatever this one lacks.
+    assert TrainedRun.resolve(trained_output_dir, "precision=bf16").for_export().decode_hparams.precision == "bf16"
 
 
 def test_bfloat16_units_reads_the_cpu_flags(monkeypatch, tmp_path):

@@ -73,6 +73,17 @@ def test_hypotheses_are_sorted_by_the_sum_and_cut_to_n_best(monkeypatch):
     assert [(h.text, h.score) for h in ranked[1]] == [("a", pytest.approx(-23.5))]  # per source: its own length
 
 
+def test_a_reverse_model_without_a_shortlist_reranks_a_shortlisted_search(trained_output_dir, reverse_output_dir, tmp_path):
+    """The reverse model only scores: a run dir without shortlist.npz serves as one while the
+    forward model searches its shortlist."""
+    bare = tmp_path / "deen_without_shortlist"
+    shutil.copytree(reverse_output_dir, bare, ignore=shutil.ignore_patterns("shortlist.npz"))
+    sources = _val("en", 4)
+    listed = Translator.from_preset(trained_output_dir, **SETTINGS, shortlist=5, reverse=str(bare))
+    assert listed.translate(sources, n_best=2) == Translator.from_preset(
+        trained_output_dir, **SETTINGS, shortlist=5, reverse=reverse_output_dir).translate(sources, n_best=2)
+
+
 def test_a_reverse_model_of_the_same_direction_or_with_sampling_is_refused(trained_output_dir, reverse_output_dir):
     with pytest.raises(UsageError, match=r"--reverse_model=.* translates en -> de; reranking en -> de needs a de -> en model"):
         Translator.from_preset(trained_output_dir, **SETTINGS, reverse=trained_output_dir)

@@ -316,3 +316,15 @@ def test_the_export_says_how_it_decodes_and_bounds_each_request(served):
 
     found = exported.saved_model.signatures["translate_ids"](input_ids=tf.constant([[5] * 499 + [1]], tf.int32))
     assert int(found["lengths"].numpy().max()) <= 64 + 20  # at most the cap plus extra_length, not 500 + 20
+
+
+def test_an_ensemble_exports_metadata_naming_every_member(trained_output_dir, tmp_path):
+    from t2t_keras.decoding.search_module import SearchModule
+    from t2t_keras.decoding.trained_run import TrainedRun
+
+    member = tmp_path / "member"
+    shutil.copytree(trained_output_dir, member)
+    run = TrainedRun.resolve(trained_output_dir, ensemble=[str(member)], for_export=True)
+    metadata = exporter.export_metadata(SearchModule.from_run(run), 30)
+    assert metadata["checkpoints"] == [os.path.join(trained_output_dir, "ckpt-30"), str(member / "ckpt-30")]
+    assert metadata["checkpoint"] == metadata["checkpoints"][0]
