@@ -89,7 +89,8 @@ def check_text_file(path: str, flag: str, empty_ok: bool = False) -> None:
     _require_file(path, named)
     try:
         with _open(path) as handle:
-            head = handle.read(HEAD_BYTES)
+            head = handle.read(1)
+            head += _rest_of_head(handle)
     except (OSError, EOFError, zlib.error) as e:
         raise UsageError(f"{named}: cannot be read ({e}); check that it is a complete {'gzip' if path.endswith('.gz') else 'text'} file.") from None
     if not head and not empty_ok:
@@ -98,6 +99,22 @@ def check_text_file(path: str, flag: str, empty_ok: bool = False) -> None:
 
 
 HEAD_BYTES = 1 << 16  # what `check_text_file` reads of a file to tell its encoding
+
+
+def _rest_of_head(handle) -> bytes:
+    """Up to HEAD_BYTES - 1 more bytes of `handle`, fewer where it cannot be read further: a .gz
+    cut short there is named, with its line, by the pass over the data."""
+    rest = b""
+    while len(rest) < HEAD_BYTES - 1:
+        try:
+            block = handle.read(min(1 << 12, HEAD_BYTES - 1 - len(rest)))
+        except (OSError, EOFError, zlib.error):
+            break
+        if not block:
+            break
+        rest += block
+    return rest
+
 
 # The byte-order marks of the encodings iconv converts to UTF-8, UTF-32's first: UTF-32 LE's
 # mark begins with UTF-16 LE's.
