@@ -17,9 +17,12 @@ import TensorFlow on first use.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import re
 import shutil
+import sys
 from typing import Iterator
 
 from t2t_keras.errors import UsageError
@@ -30,6 +33,13 @@ from t2t_keras.errors import UsageError
 TEMP_PREFIX = ".incomplete."
 PREVIOUS_PREFIX = ".previous."
 COMPLETE_MARKER = ".t2t_keras_complete"
+# The filesystem's refusals of a write that the user lifts outside the program: what happened, what to do.
+WRITE_REFUSALS = {
+    errno.ENOSPC: ("no space left on device writing", "free space on that filesystem"),
+    errno.EDQUOT: ("disk quota exceeded writing", "free space within your quota"),
+    errno.EFBIG: ("file too large writing", "raise the file size limit (ulimit -f)"),
+    errno.EROFS: ("read-only file system: cannot write", "make that filesystem writable"),
+}
 
 
 def _gfile():
@@ -117,11 +127,12 @@ def glob(pattern: str) -> list[str]:
     return local_glob.glob(pattern, recursive=True) if is_local(pattern) else _gfile().glob(pattern)
 
 
-def open_file(path: str, mode: str = "r"):
-    """A file object (text is UTF-8): the builtin open for a local path, tf.io.gfile.GFile otherwise."""
+def open_file(path: str, mode: str = "r", buffering: int = -1):
+    """A file object (text is UTF-8): the builtin open for a local path (`buffering` as it takes
+    it), tf.io.gfile.GFile otherwise."""
     path = native(path)
     if is_local(path):
-        return open(path, mode, encoding=None if "b" in mode else "utf-8")
+        return open(path, mode, buffering, encoding=None if "b" in mode else "utf-8")
     handle = _gfile().GFile(path, mode)
     if "w" in mode:  # some filesystems create the file only at its first write, even an empty one
         handle.write(b"" if "b" in mode else "")
@@ -226,9 +237,16 @@ def atomic_path(path: str) -> Iterator[str]:
                 write_bytes_directly(join(path, COMPLETE_MARKER), b"")
         else:
             rename(temporary, path)
-    except BaseException:
+    except BaseException as e:
         remove(temporary)
-        raise
+        refused = refused_write(e)
+        if refused is None:
+            raise
+        # Named by its final path (the temporary one is gone; Python names no file when a write fails).
+        name = native(refused.filename) if refused.filename else temporary
+        if name == temporary or name.startswith(temporary + "/"):
+            name = path + name[len(temporary):]
+        raise OSError(refused.errno, refused.strerror, name) from e
 
 
 def join(*parts: str) -> str:
@@ -353,3 +371,57 @@ def _sync(path: str) -> None:
     for name in paths:
         with open(name, "rb") as handle:
             os.fsync(handle.fileno())
+
+
+# --- refused writes ---
+def refused_write(error: BaseException) -> OSError | None:
+    """`error` as an OSError naming its path if it is the filesystem refusing a write
+    (`WRITE_REFUSALS`: no space, over quota, file too large, read-only): Python's own, or
+    TensorFlow's wrapping of one, whose message reads "PATH; No space left on device" (a
+    genuine out-of-memory ResourceExhaustedError reads otherwise: None). The path is the one
+    a reader knows, without the suffix of TensorFlow's temporary files."""
+    if isinstance(error, OSError):
+        return error if error.errno in WRITE_REFUSALS else None
+    if "tensorflow" not in sys.modules:
+        return None
+    import tensorflow as tf
+
+    if not isinstance(error, tf.errors.OpError):
+        return None
+    for number in WRITE_REFUSALS:
+        head, found, _ = error.message.partition(f"; {os.strerror(number)}")
+        if found:  # the path ends the line before, after any "{{function_node ...}} " of the op
+            path = head.splitlines()[-1].rpartition("}} ")[2].strip() if head.strip() else ""
+            return OSError(number, os.strerror(number), re.sub(r"\.tempstate\d+$", "", path) or None)
+    return None
+
+
+@contextlib.contextmanager
+def writing(path: str) -> Iterator[None]:
+    """Names `path` in a refused write raised inside: Python names the file when open() fails,
+    not when write() or fsync() does."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in WRITE_REFUSALS and not e.filename:
+            raise OSError(e.errno, e.strerror, native(path)) from e
+        raise
+
+
+@contextlib.contextmanager
+def refused_writes_as_usage_errors(places: dict[str, str]) -> Iterator[None]:
+    """A refused write raised inside becomes one UsageError line: what happened, the path, what
+    to do, and the flag of `places` ({its value: "--flag"}) whose path holds it (the longest)."""
+    try:
+        yield
+    except Exception as e:
+        refused = refused_write(e)
+        if refused is None:
+            raise
+        what, fix = WRITE_REFUSALS[refused.errno]
+        path = refused.filename
+        holders = sorted((len(absolute(value)), flag) for value, flag in places.items()
+                         if path and absolute(path).startswith(absolute(value)))
+        instead = f" or choose another {holders[-1][1]}" if holders else ""
+        raise UsageError(f"{what} {path or 'a file'}: {fix}{instead}, then rerun the same command; "
+                         "nothing half-written is left.") from None

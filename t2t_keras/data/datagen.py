@@ -41,11 +41,11 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
     file this call added (Ctrl-C keeps the finished ones, for a rerun to continue).
     """
     files.ensure_writable_dir(data_dir, "--data_dir")
+    files.remove_incomplete(data_dir, problem.name)  # what a killed run left, even beside complete data
     if not overwrite and manifest.is_complete(problem, data_dir):
         record = manifest.load(problem, data_dir)
         _check_same_recipe(problem, data_dir, record, vocabularies)
         return {**record, "reused": True}
-    files.remove_incomplete(data_dir, problem.name)
     before = set(files.listdir(data_dir))
     try:
         return _generate(problem, data_dir, tmp_dir, overwrite, progress, vocabularies, shuffle_buffer)

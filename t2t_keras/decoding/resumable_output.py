@@ -69,22 +69,33 @@ class ResumableOutput:
             return done, True
         files.write_atomically(self.record_path, json.dumps({**self.record, "complete": False}, indent=2) + "\n")
         mode = "r+b" if previous is not None and files.exists(self.path) else "wb"
-        self.handle = files.open_file(self.path, mode)
+        self.handle = files.open_file(self.path, mode, buffering=0)  # unbuffered: a refused write leaves nothing queued
         self.handle.truncate(self._offset_of(done) if mode == "r+b" else 0)
         self.handle.seek(0, os.SEEK_END)
         return done, False
 
     def write(self, lines: list[str]) -> None:
-        """Appends complete lines in one write, flushed: a reader (or a kill) never sees half of a batch's line."""
-        if lines:
-            self.handle.write("".join(line.replace("\n", " ") + "\n" for line in lines).encode("utf-8"))
-            self.handle.flush()
+        """Appends complete lines in one write: a reader (or a kill) never sees half of a batch's
+        line. A write the filesystem refuses (no space) is cut back to where it began, so the
+        output still ends at a complete line, and raised naming the output."""
+        if not lines:
+            return
+        data = memoryview("".join(line.replace("\n", " ") + "\n" for line in lines).encode("utf-8"))
+        start = self.handle.tell()
+        try:
+            with files.writing(self.path):
+                while data:  # the kernel may take part of it, then refuse the rest
+                    data = data[self.handle.write(data):]
+        except OSError:
+            self.handle.truncate(start)
+            self.handle.seek(start)
+            raise
 
     def close(self, complete: bool) -> None:
         if self.handle is None:
             return
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
+        with files.writing(self.path):
+            os.fsync(self.handle.fileno())
         self.handle.close()
         self.handle = None
         if complete:
