@@ -36,6 +36,9 @@ SHORTLIST_FILE = "shortlist.npz"
 RECORD_FILES = ("hparams.json", "run.json", "vocab.spm.model", "target.spm.model", SHORTLIST_FILE)
 # Everything else the trainer writes into its output_dir.
 TRAINING_OUTPUTS = ("checkpoint", "train", "eval", BEST_DIR)
+# What a checkpoint save cut short (no space, a kill) leaves under TensorFlow's temporary names,
+# which TensorFlow never removes: the folder of the new checkpoint's parts, the state file's new version.
+INCOMPLETE_SAVE = re.compile(rf"{CHECKPOINT_PREFIX}-\d+_temp|checkpoint\.tmp[0-9a-f]{{32}}")
 
 
 class RunDir:
@@ -160,6 +163,53 @@ class RunDir:
             if name in (*RECORD_FILES, *TRAINING_OUTPUTS) or name.startswith(CHECKPOINT_PREFIX + "-"):
                 files.remove(os.path.join(self.path, name))
 
+    def remove_incomplete_saves(self) -> list[str]:
+        """Deletes what checkpoint saves cut short left here (`INCOMPLETE_SAVE`: TensorFlow leaves
+        it, and the parts' folder may be as large as a checkpoint); returns the names removed."""
+        removed = sorted(name for name in files.listdir(self.path) if INCOMPLETE_SAVE.fullmatch(name))
+        for name in removed:
+            files.remove(os.path.join(self.path, name))
+        return removed
+
+
+def damage(checkpoint_path: str) -> str | None:
+    """Why the checkpoint cannot be restored, in a few words naming its file (a missing or
+    truncated file, a failed checksum: an interrupted copy or write), or None when every
+    tensor in it reads back whole. Reads the whole checkpoint."""
+    import tensorflow as tf
+
+    try:
+        reader = tf.train.load_checkpoint(checkpoint_path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, ValueError, OSError) as e:
+        reason = (getattr(e, "message", None) or str(e) or type(e).__name__).strip().splitlines()[0]
+        data_files = files.glob(checkpoint_path + ".data-*")
+        named = os.path.basename(data_files[0]) if len(data_files) == 1 else os.path.basename(checkpoint_path) + ".*"
+        return f"{named}: {reason}"
+    return None
+
+
+def intact_checkpoints(run_dir: RunDir) -> tuple[str | None, list[tuple[str, str]]]:
+    """(The newest checkpoint of `run_dir` that reads back whole or None, [(newer checkpoint, its
+    `damage`)]): where a run goes on after an interrupted copy or write damaged its latest."""
+    damaged = []
+    for path in reversed(run_dir.checkpoints()):
+        reason = damage(path)
+        if reason is None:
+            return path, damaged
+        damaged.append((path, reason))
+    return None, damaged
+
+
+def damaged_checkpoint_error(run_dir: RunDir, checkpoint_path: str, reason: str) -> UsageError:
+    """The one line for a command that cannot restore `checkpoint_path`: what is wrong, and the
+    intact checkpoint to use instead."""
+    intact, _ = intact_checkpoints(run_dir)
+    fix = (f"the newest intact one is {intact}: pass --checkpoint_path={intact}" if intact
+           else f"no checkpoint of {run_dir.path} is intact: copy it again or train again")
+    return UsageError(f"checkpoint {checkpoint_path} is damaged ({reason}); {fix}.")
+
 
 def holds_training_state(run_dir: RunDir, checkpoint_path: str) -> bool:
     """Whether a checkpoint has the optimizer's state: the trainer's do; averaged and best
@@ -231,7 +281,13 @@ def restore_model(run_dir: RunDir, checkpoint_path: str | None = None, precision
 
     path = run_dir.require_checkpoint(checkpoint_path)
     model = build_model(run_dir, dtype="float32")  # as checkpoints hold the weights, whatever the global policy
-    tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+    try:
+        tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+    except Exception:
+        reason = damage(path)
+        if reason is None:
+            raise
+        raise damaged_checkpoint_error(run_dir, path, reason) from None
     return factory.in_precision(model, precision), path
 
 
@@ -283,6 +339,10 @@ def average_checkpoints(output_dir: str, num_last: int, avg_dir: str) -> str:
     checkpoint = tf.train.Checkpoint(model=model)
     sums = [np.zeros(w.shape, np.float64) for w in model.weights]
     for path in paths:
+        reason = damage(path)
+        if reason:
+            raise UsageError(f"checkpoint {path} is damaged ({reason}); copy it again, or average fewer "
+                             "(--num_last_checkpoints) to leave it out.")
         checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
         for total, weight in zip(sums, model.weights):
             total += weight.numpy()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from absl import app, flags
 
-from t2t_keras import registry
-from t2t_keras.errors import UsageError
+from t2t_keras import files, registry
+from t2t_keras.errors import Stopped, UsageError
 
 FLAGS = flags.FLAGS
 
@@ -88,6 +88,8 @@ def load_trained_run(check_checkpoint: bool = True, ensemble=(), for_export: boo
 # Flags naming directories a command creates: a run that fails leaves none of them behind
 # empty (or their new parent directories).
 CREATED_DIRECTORY_FLAGS = ("output_dir", "data_dir", "avg_dir", "export_dir", "plot_dir")
+# Flags naming what a command writes: a write the filesystem refuses is one line naming the flag to change.
+WRITTEN_PATH_FLAGS = (*CREATED_DIRECTORY_FLAGS, "decode_to_file")
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, as shells report Ctrl-C
 BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
 
@@ -112,7 +114,8 @@ def run(main, define_flags, extra_help: str = "") -> None:
         native_log = _quiet_logging() if quiet else None
         status = 1
         try:
-            with warnings.catch_warnings(record=quiet) as caught:
+            written = {FLAGS[name].value: f"--{name}" for name in own_flags if name in WRITTEN_PATH_FLAGS and FLAGS[name].value}
+            with warnings.catch_warnings(record=quiet) as caught, files.refused_writes_as_usage_errors(written):
                 status = main(argv)
                 sys.stdout.flush()  # here, so that a reader gone away is found inside this handler
             if caught:
@@ -130,6 +133,10 @@ def run(main, define_flags, extra_help: str = "") -> None:
         except OSError as e:  # the filesystem refused (no such directory, no permission): one line naming the path
             print(f"error: {e.filename}: {e.strerror}" if e.filename else f"error: {e}", file=sys.stderr)
             status = 2
+            return status
+        except Stopped as e:
+            print(str(e), file=sys.stderr)
+            status = e.status
             return status
         except KeyboardInterrupt as e:
             # A command may say what it kept (the decoder: how many lines); the default is the promise of every command.

@@ -71,6 +71,12 @@ def define_flags() -> None:
         "Force kernel alternatives instead of timing them on this machine at start, e.g. loss_layout=columns "
         "(the same values, another speed; the choice is recorded in run.json).",
     )
+    flags.DEFINE_list(
+        "alpha_grid", ["0.6", "1.0", "1.4", "2.0", "2.6"],
+        "At the end of training, decode the --eval_sentences dev sentences with each of these length-penalty alphas; "
+        "the best becomes the run's decode default (run.json), which --decode_hparams=alpha=... still overrides. "
+        "Empty: keep the problem's.",
+    )
     flags.DEFINE_bool("export_saved_model", False, "After training, export the last checkpoint for TF Serving (see t2t-keras-exporter).")
     flags.DEFINE_string("export_dir", None, "Where --export_saved_model writes <step>/ (default: OUTPUT_DIR/export).")
 
@@ -85,6 +91,12 @@ def main(argv) -> int:
             raise UsageError(f"--{name} is required (see --helpfull).")
     if FLAGS.train_steps <= 0 or FLAGS.save_checkpoints_steps <= 0 or FLAGS.log_steps <= 0:
         raise UsageError("--train_steps, --save_checkpoints_steps and --log_steps must be positive.")
+    try:
+        alpha_grid = tuple(float(alpha) for alpha in FLAGS.alpha_grid)
+    except ValueError:
+        raise UsageError(f"--alpha_grid={','.join(FLAGS.alpha_grid)}: give non-negative numbers, e.g. 0.6,1.0,1.4,2.0.") from None
+    if any(alpha < 0 for alpha in alpha_grid):
+        raise UsageError(f"--alpha_grid={','.join(FLAGS.alpha_grid)}: alphas are non-negative.")
     hparams = common_flags.resolve_hparams()
     problem = registry.problem(FLAGS.problem)
 
@@ -103,7 +115,7 @@ def main(argv) -> int:
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
         eval_sentences=FLAGS.eval_sentences, decode_hparams=FLAGS.decode_hparams, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
         early_stopping_patience=FLAGS.early_stopping_patience, warm_start_from=FLAGS.warm_start_from,
-        branch_from=FLAGS.branch_from, start_over=FLAGS.start_over, kernel_choices=forced_kernels,
+        branch_from=FLAGS.branch_from, start_over=FLAGS.start_over, kernel_choices=forced_kernels, alpha_grid=alpha_grid,
     )
     try:
         result = trainer.train(problem, hparams, settings, strategy)

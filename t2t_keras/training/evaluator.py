@@ -15,6 +15,8 @@ decode defaults, or `decode_hparams`), postprocessed and scored exactly as the d
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -102,14 +104,27 @@ class Evaluator:
 
     def score(self):
         """The problem's `Score` of the beam-search outputs of the first dev sentences."""
-        if self.decode_model is not self.model:
-            self.decode_model.set_weights(self.model.get_weights())
-        hypotheses = translate_lines(self.translator, self.sources, log_probs=False)
-        outputs = [best.text for best, *_ in postprocess(self.problem, self.sources, hypotheses)[0]]
+        outputs = self._decode(self.translator)
         if self.check_dev_size:
             self.check_dev_size = False
             _warn_if_dev_too_small(outputs, self.references, getattr(self.problem, "target_language", ""))
         return self.problem.score_outputs(outputs, self.references)
+
+    def scores_by_alpha(self, alphas) -> dict:
+        """{alpha: the problem's score} of the first dev sentences decoded with each length-penalty
+        alpha, the other settings the evaluations': how much longer outputs the model's own
+        length preference wants, which depends on the model and its data (trainer's alpha choice)."""
+        translator = self.translator
+        return {alpha: self.problem.score_outputs(self._decode(SearchModule(
+            self.decode_model, translator.vocabularies, dataclasses.replace(translator.decode_hparams, alpha=alpha),
+            translator.token_filter, self.problem, translator.shortlist)), self.references).value for alpha in alphas}
+
+    def _decode(self, translator) -> list[str]:
+        """The best outputs of the first dev sentences, in the problem's output form."""
+        if self.decode_model is not self.model:
+            self.decode_model.set_weights(self.model.get_weights())
+        hypotheses = translate_lines(translator, self.sources, log_probs=False)
+        return [best.text for best, *_ in postprocess(self.problem, self.sources, hypotheses)[0]]
 
 
 # What checkpoint selection decides between here is 1-2 BLEU (a fine-tuning run's gain: README,

@@ -6,9 +6,11 @@ logs and TensorBoard.
 
 Everything that can be checked before training is checked first (writable output_dir, data
 present, same architecture and vocabulary as the checkpoints already there, steps left to
-do). A rerun resumes from the latest checkpoint: weights, optimizer slots and the global
+do). A rerun resumes from the latest checkpoint that reads back whole (a damaged newer one,
+an interrupted copy's, is passed over in one line): weights, optimizer slots and the global
 step, from which the learning-rate schedule continues; the restored checkpoint is evaluated
-again, so an evaluation a kill interrupted is never missing from the record.
+again, so an evaluation a kill interrupted is never missing from the record. SIGTERM and
+Ctrl-C save the step they come at before the run stops (`stop_signals`).
 
 Each evaluation is appended to run.json ("evaluations"); with `keep_best`, the checkpoint
 with the best dev metric so far is kept as output_dir/best (see `checkpoints.BestCheckpoint`).
@@ -36,10 +38,11 @@ from absl import logging
 
 from t2t_keras import files
 from t2t_keras.checkpoints import (
-    BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step, holds_training_state, resolve_checkpoint,
+    BEST_DIR, BestCheckpoint, RunDir, checkpoint_manager, checkpoint_step, holds_training_state, intact_checkpoints,
+    resolve_checkpoint,
 )
 from t2t_keras.decoding.shortlist import Shortlist, load_run_shortlist
-from t2t_keras.errors import UsageError
+from t2t_keras.errors import Stopped, UsageError
 from t2t_keras.hparams_lib import MODEL, HParams
 from t2t_keras.models import factory
 from t2t_keras.system import bfloat16_units, cpu_model
@@ -47,6 +50,7 @@ from t2t_keras.training import kernel_choices
 from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
+from t2t_keras.training.stop_signals import StopNow, StopSignals, describe, exit_status
 from t2t_keras.optimization.recipe import make_optimizer, make_schedule
 from t2t_keras.training.train_step import TrainStep
 
@@ -89,6 +93,10 @@ class RunSettings:
     # Kernel alternatives forced by name ({"loss_layout": "columns"}); the others are timed at
     # start on this machine (training/kernel_choices.py).
     kernel_choices: dict = dataclasses.field(default_factory=dict)
+    # At the end of training, the dev sentences (eval_sentences) are decoded with each of these
+    # length-penalty alphas and the best becomes the run's decode default (run.json); () = none
+    # (the trainer command's --alpha_grid gives five).
+    alpha_grid: tuple = ()
 
 
 def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distribute.Strategy) -> dict:
@@ -102,6 +110,9 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     chief = is_chief(strategy)
     if chief:
         run_dir.ensure_writable()
+        removed = run_dir.remove_incomplete_saves()  # before training needs their space
+        if removed:
+            logging.info("Removed what checkpoint saves cut short left in %s: %s.", run_dir.path, ", ".join(removed))
     problem.configure_from_data_dir(settings.data_dir)  # a UsageError if datagen did not run
     vocabularies = problem.load_vocabularies(settings.data_dir)
     if not vocabularies.shared and hparams.shared_embedding_and_softmax_weights:
@@ -208,21 +219,58 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     recorder = _EvaluationRecorder(evaluator, writers["eval"], run_dir if chief else None, best, model,
                                    settings.early_stopping_patience)
     try:
-        if latest and evaluator is not None:
-            recorder.evaluate(start_step)  # it may have been saved but not evaluated before a kill
-        log = _TrainingLog(run_dir if chief else None, start_step, strategy.num_replicas_in_sync)
-        dropout = ResidualDropoutSchedule(model, hparams)
-        return _loop(train_step, dropout, iter(dataset), manager, recorder, writers, settings, start_step, run_dir, log)
+        with StopSignals(strategy) as stops:
+            if latest and evaluator is not None:  # it may have been saved but not evaluated before a kill
+                try:
+                    with stops.interruptible():
+                        recorder.evaluate(start_step)
+                except StopNow:
+                    raise Stopped(f"{describe(stops.received)}: stopped before training on from {latest}, which is "
+                                  "kept; the same command continues from there.", exit_status(stops.received)) from None
+            log = _TrainingLog(run_dir if chief else None, start_step, strategy.num_replicas_in_sync)
+            dropout = ResidualDropoutSchedule(model, hparams)
+            result = _loop(train_step, dropout, iter(dataset), manager, recorder, writers, settings, start_step,
+                           run_dir, log, stops)
+            if chief and evaluator is not None and score_sentences and settings.alpha_grid:
+                result["alpha"] = _choose_alpha(evaluator, run_dir, settings.alpha_grid, result["step"])
+            return result
     finally:
-        if not chief:
+        if chief:
+            run_dir.remove_incomplete_saves()  # of a save cut short (no space, a signal)
+        else:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
 
+def _choose_alpha(evaluator, run_dir: RunDir, alphas, step: int) -> float:
+    """The length-penalty alpha whose decoding of the dev sentences scores best (the smaller of
+    equals), recorded in run.json as the run's decode default (and best/'s, if kept): the
+    paper's 0.6 left a small model's outputs 9% short (README, "Two text files in"), which a
+    user should not have to find out. --decode_hparams=alpha=... still overrides it."""
+    scores = evaluator.scores_by_alpha(alphas)
+    alpha = max(alphas, key=lambda a: (scores[a], -a))
+    record = {"decode_defaults": {"alpha": alpha}, "alpha_choice": {
+        "step": step, "sentences": len(evaluator.sources), "metric": evaluator.problem.score_name,
+        "scores": {str(a): round(scores[a], 2) for a in alphas}}}
+    for directory in (run_dir, RunDir(os.path.join(run_dir.path, BEST_DIR))):
+        if directory.exists():
+            directory.write_run_info({**directory.run_info(), **record})
+    logging.info("Decoding default: alpha %g, whose dev %s was the best of %s.", alpha, evaluator.problem.score_name,
+                 ", ".join(f"{a:g}: {scores[a]:.2f}" for a in alphas))
+    return alpha
+
+
 def _agreed_latest_checkpoint(strategy, run_dir: RunDir) -> str | None:
-    """The latest checkpoint, which every worker of a multi-worker job must see in the same
-    output_dir (the chief's): a worker that sees another step (no shared folder) stops them
-    all with one line, instead of resuming the chief alone."""
-    latest = run_dir.latest_checkpoint()
+    """The latest intact checkpoint (a damaged newer one is passed over, in one line each), which
+    every worker of a multi-worker job must see in the same output_dir (the chief's): a worker
+    that sees another step (no shared folder) stops them all with one line, instead of resuming
+    the chief alone."""
+    latest, damaged = intact_checkpoints(run_dir)
+    for path, reason in damaged:
+        logging.warning("Checkpoint %s is damaged (%s): passed over%s.", path, reason,
+                        f"; resuming from {latest}, the newest intact one" if latest else "")
+    if damaged and latest is None:
+        raise UsageError(f"no checkpoint of --output_dir={run_dir.path} is intact (the newest: {damaged[0][0]}, "
+                         f"{damaged[0][1]}); copy them again, or --start_over.")
     if is_multi_worker(strategy):
         mine = tf.constant([checkpoint_step(latest) if latest else -1])
         everyone = strategy.gather(strategy.run(lambda: mine), axis=0).numpy()
@@ -431,7 +479,7 @@ class _EvaluationRecorder:
         return metrics
 
 
-def _loop(train_step, dropout, iterator, manager, recorder, writers, settings, start_step, run_dir, log) -> dict:
+def _loop(train_step, dropout, iterator, manager, recorder, writers, settings, start_step, run_dir, log, stops) -> dict:
     optimizer = train_step.optimizer
     step, last_saved, loss = start_step, manager.latest_checkpoint, float("nan")
     window = _Window(start_step)
@@ -483,7 +531,21 @@ def _loop(train_step, dropout, iterator, manager, recorder, writers, settings, s
             logging.info("Saved %s.", last_saved)
             log.record(step)
             if recorder.evaluator is not None:
-                eval_metrics = recorder.evaluate(step)
+                try:
+                    with stops.interruptible():
+                        eval_metrics = recorder.evaluate(step)
+                except StopNow:
+                    pass  # stopped below; a resume evaluates this step again
+        signum = stops.requested() if step < settings.train_steps else None
+        if signum:
+            if last_saved is None or checkpoint_step(last_saved) != step:
+                last_saved = manager.save(checkpoint_number=step)
+                log.record(step)
+            for writer in writers.values():
+                writer.flush()
+            saved = os.path.join(run_dir.path, os.path.basename(last_saved))  # the chief's (a worker saves elsewhere too)
+            raise Stopped(f"{describe(signum)}: stopped at step {step} of {settings.train_steps}, saved as {saved}; "
+                          "the same command continues from there.", exit_status(signum))
     if recorder.stopped:
         stopped = recorder.stopped
         logging.info("Early stopping at step %d: no better dev %s in %d evaluations since step %d (kept in output_dir/best).",

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from tests.testing import build_train_step, global_batch, train_updates, aggregation_hparams
+from tests.testing import aggregation_hparams, build_train_step, global_batch, interrupt_while, train_updates
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multi_worker_job.py")
 
@@ -69,8 +69,9 @@ def _trainer_workers(output_dirs, data_dir, log_dir):
 
 def test_two_workers_killed_and_restarted_resume_together(multi30k_data_dir, tmp_path):
     """Both workers killed after a checkpoint, both restarted: they resume at the same step with
-    the same weights (the chief's checkpoint, in the folder they share) and finish; a worker
-    whose output_dir cannot see the chief's checkpoints stops them both with one line."""
+    the same weights (the chief's checkpoint, in the folder they share); SIGTERM to one of them
+    stops both at the same step, saved; restarted, they finish. A worker whose output_dir
+    cannot see the chief's checkpoints stops them both with one line."""
     import signal
     import time
 
@@ -94,12 +95,29 @@ def test_two_workers_killed_and_restarted_resume_together(multi30k_data_dir, tmp
         assert lines[-1].startswith("error: the workers disagree on --output_dir="), lines[-5:]
         assert "one sees no checkpoint, another step" in lines[-1]
 
+    # Restarted, then preempted: SIGTERM to the second worker alone between checkpoints. Both save
+    # the same step (the chief into the shared folder) and stop, status 143.
     restarted = _trainer_workers([shared, shared], multi30k_data_dir, tmp_path)
-    resumed = []
+    chief_log = tmp_path / "worker0.log"
+    while time.time() < deadline and all(p.poll() is None for p in restarted) and "step 5/8" not in chief_log.read_text():
+        time.sleep(0.01)
+    assert interrupt_while(restarted[1], lambda: not (shared / "ckpt-8.index").exists(), signal.SIGTERM), chief_log.read_text()[-3000:]
+    stops = []
     for index, process in enumerate(restarted):
+        log = (tmp_path / f"worker{index}.log")
+        assert process.wait(timeout=300) == 143, log.read_text()[-3000:]
+        stops.append(log.read_text().strip().splitlines()[-1])
+    assert stops[0] == stops[1] and stops[0].startswith(f"SIGTERM: stopped at step "), stops
+    step = int(stops[0].split("stopped at step ")[1].split()[0])
+    assert 5 <= step < 8 and stops[0].endswith(f"saved as {shared}/ckpt-{step}; the same command continues from there.")
+    assert (shared / f"ckpt-{step}.index").exists()
+
+    again = _trainer_workers([shared, shared], multi30k_data_dir, tmp_path)
+    resumed = []
+    for index, process in enumerate(again):
         log = (tmp_path / f"worker{index}.log")
         assert process.wait(timeout=300) == 0, log.read_text()[-3000:]
         resumed += [line for line in log.read_text().splitlines() if line.startswith("Resuming from ")]
     assert len(resumed) == 2 and resumed[0] == resumed[1], resumed  # same checkpoint, same weights checksum
-    assert "weights checksum" in resumed[0]
+    assert resumed[0].startswith(f"Resuming from {shared}/ckpt-{step} (step {step}") and "weights checksum" in resumed[0]
     assert (shared / "ckpt-8.index").exists()

@@ -25,7 +25,7 @@ from t2t_keras.training import kernel_choices, trainer
 from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
-from tests.testing import assert_one_line_error, interrupt_while, run_side_by_side, seed_generators
+from tests.testing import assert_one_line_error, interrupt_while, popen_interruptible, run_side_by_side, seed_generators
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=512,max_length=64,learning_rate_warmup_steps=20"
 
@@ -41,7 +41,7 @@ def _train(output_dir, data_dir, steps, overrides="", **settings):
 
 
 def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path):
-    result = _train(tmp_path / "run", multi30k_data_dir, 4, eval_sentences=8, evaluate=True, eval_steps=3)
+    result = _train(tmp_path / "run", multi30k_data_dir, 4, eval_sentences=8, evaluate=True, eval_steps=3, alpha_grid=(0.6, 2.0))
     assert result["step"] == 4 and np.isfinite(result["loss"])
     assert set(result["eval"]) == {"loss", "nll", "perplexity", "accuracy", "shuffled_source_nll", "source_gap", "tokens", "bleu", "chrf"}
     assert 0 <= result["eval"]["bleu"] <= 100 and result["eval"]["perplexity"] > 1
@@ -54,6 +54,20 @@ def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path)
     assert os.listdir(tmp_path / "run" / "train") and os.listdir(tmp_path / "run" / "eval")  # TensorBoard events
     model, path = restore_model(run_dir)
     assert path.endswith("ckpt-4") and model.count_params() > 0
+
+    # The run's decode default alpha: the grid's best on those 8 dev sentences, as a Translator decodes them.
+    from t2t_keras.decoding.trained_run import TrainedRun
+    from t2t_keras.translator import Translator
+
+    choice = run_dir.run_info()["alpha_choice"]
+    assert result["alpha"] == run_dir.run_info()["decode_defaults"]["alpha"] == max((0.6, 2.0), key=lambda a: (choice["scores"][str(a)], -a))
+    problem = registry.problem("translate_ende_multi30k")
+    sources, references = problem.dev_examples(multi30k_data_dir, 8)
+    translator = Translator.from_preset(str(tmp_path / "run"))
+    for alpha in (0.6, 2.0):
+        score = problem.score_outputs(translator.generate(sources, alpha=alpha), references).value
+        assert choice["scores"][str(alpha)] == pytest.approx(score, abs=0.01), alpha
+    assert translator.settings.alpha == result["alpha"] and TrainedRun.resolve(str(tmp_path / "run"), "alpha=1.1").decode_hparams.alpha == 1.1
 
 
 def test_a_resume_keeps_the_kernel_choices_and_adds_its_part_to_the_training_log(multi30k_data_dir, tmp_path, monkeypatch):
@@ -300,6 +314,100 @@ def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_
     for a, b in zip(kept.get_weights(), trained.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert not [name for name in os.listdir(output_dir) if "incomplete" in name or "previous" in name]
+
+
+def _stop_at_a_step(command, signum, after_step):
+    """Runs the trainer `command` and sends it `signum` once it logged step `after_step` (before
+    its last): (its CompletedProcess, the seconds from the signal to its exit)."""
+    process = popen_interruptible(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if line.startswith(f"step {after_step}/"):
+            assert interrupt_while(process, lambda: True, signum), "training ended before the signal"
+            break
+    signalled = time.perf_counter()
+    stdout, rest = process.communicate(timeout=300)
+    waited = time.perf_counter() - signalled
+    return subprocess.CompletedProcess(command, process.returncode, stdout, "".join(lines) + rest), waited
+
+
+def test_sigterm_and_ctrl_c_save_the_step_they_come_at_and_the_resumed_run_ends_as_an_uninterrupted_one(multi30k_data_dir, tmp_path):
+    """Preemption's SIGTERM between checkpoints, then Ctrl-C in the resumed run: each saves a
+    checkpoint of the step it came at and ends in one line with 143 / 130; resumed again, the run
+    ends with the weights, Adam's slots and step of the same run left alone (--seed, no dropout)."""
+    seeded = ["--seed=7", "--kernel_choices=loss_layout=columns", f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
+              f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=12", "--log_steps=1",
+              "--noevaluate"]
+    output_dir = tmp_path / "run"
+    command = _trainer_cli(f"--output_dir={output_dir}", *seeded)
+    saved = []
+    for signum, status, after_step in ((signal.SIGTERM, 143, 2), (signal.SIGINT, 130, 0)):
+        result, waited = _stop_at_a_step(command, signum, after_step or saved[-1] + 2)
+        assert result.returncode == status, result.stderr[-2000:]
+        name = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}[signum]
+        last = result.stderr.strip().splitlines()[-1]
+        match = re.fullmatch(rf"{name}: stopped at step (\d+) of 12, saved as {re.escape(str(output_dir))}/ckpt-(\d+); "
+                             "the same command continues from there.", last)
+        assert match and match.group(1) == match.group(2), last
+        saved.append(int(match.group(1)))
+        assert (output_dir / f"ckpt-{saved[-1]}.index").exists() and saved[-1] < 12
+        print(f"{name} at step {saved[-1]}: exited {waited:.1f} s after the signal")
+    assert saved[0] < saved[1]
+    assert f"Resuming from {output_dir}/ckpt-{saved[0]} (step {saved[0]})" in result.stderr
+    info = RunDir(output_dir).run_info()
+    assert [(entry["from_step"], entry["to_step"]) for entry in info["training"]] == [(0, saved[0]), (saved[0], saved[1])]
+
+    result, uninterrupted = run_side_by_side([command, _trainer_cli(f"--output_dir={tmp_path / 'alone'}", *seeded)])
+    assert result.returncode == 0 and uninterrupted.returncode == 0, result.stderr + uninterrupted.stderr
+    resumed, alone = _training_state(output_dir, 12), _training_state(tmp_path / "alone", 12)
+    assert resumed.keys() == alone.keys()
+    for name in alone:
+        np.testing.assert_allclose(resumed[name], alone[name], rtol=0, atol=1e-6, err_msg=name)
+
+
+def _truncate(checkpoint_path):
+    """Half of a checkpoint's data file, as an interrupted copy between machines leaves it."""
+    (data,) = [name for name in os.listdir(os.path.dirname(checkpoint_path))
+               if name.startswith(os.path.basename(checkpoint_path) + ".data-")]
+    path = os.path.join(os.path.dirname(checkpoint_path), data)
+    os.truncate(path, os.path.getsize(path) // 2)
+    return data
+
+
+def test_a_damaged_checkpoint_is_passed_over_by_the_trainer_and_named_by_the_decoder_and_exporter(multi30k_data_dir, tmp_path, caplog):
+    """The trainer resumes from the newest intact checkpoint and says which it passed over; the
+    decoder and the exporter stop in one line naming the damaged file and the intact one to use."""
+    output_dir = tmp_path / "run"
+
+    def train(steps):
+        settings = trainer.RunSettings(output_dir=str(output_dir), data_dir=multi30k_data_dir, train_steps=steps,
+                                       save_checkpoints_steps=2, log_steps=2, evaluate=False, seed=3)
+        with caplog.at_level(logging.INFO, logger="absl"):
+            return trainer.train(registry.problem("translate_ende_multi30k"), _hparams(), settings,
+                                 tf.distribute.OneDeviceStrategy("/cpu:0"))
+
+    train(4)
+    damaged_file = _truncate(str(output_dir / "ckpt-4"))
+    caplog.clear()
+    assert train(6)["step"] == 6
+    passed_over = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert passed_over == [f"Checkpoint {output_dir}/ckpt-4 is damaged ({damaged_file}: Read less bytes than requested): "
+                           f"passed over; resuming from {output_dir}/ckpt-2, the newest intact one."], passed_over
+    assert f"Resuming from {output_dir}/ckpt-2 (step 2)" in caplog.text
+    restore_model(RunDir(output_dir), str(output_dir / "ckpt-4"))  # written again, whole
+
+    damaged_file = _truncate(str(output_dir / "ckpt-6"))
+    source = tmp_path / "in.en"
+    source.write_text("A dog runs.\n")
+    decoder = [sys.executable, "-m", "t2t_keras.bin.decoder", f"--output_dir={output_dir}", f"--decode_from_file={source}",
+               f"--decode_to_file={tmp_path / 'out.de'}"]
+    exporter = [sys.executable, "-m", "t2t_keras.bin.exporter", f"--output_dir={output_dir}", f"--export_dir={tmp_path / 'export'}"]
+    expected = (f"error: checkpoint {output_dir}/ckpt-6 is damaged ({damaged_file}: Read less bytes than requested); the "
+                f"newest intact one is {output_dir}/ckpt-4: pass --checkpoint_path={output_dir}/ckpt-4.")
+    for result in run_side_by_side([decoder, exporter]):
+        assert_one_line_error(result, expected)
+    assert not (tmp_path / "out.de").exists() and not (tmp_path / "export").exists()
 
 
 def test_early_stopping_after_patience_evaluations_without_a_better_loss_and_across_a_resume(multi30k_data_dir, tmp_path, monkeypatch):
