@@ -13,8 +13,8 @@
 # checkpoint at k x STEPS - cooldown is where a k x STEPS run would be; the branch trains on
 # from there with its cooldown ending at k x STEPS, the same run as one started for it. A
 # point's compute is its steps x the recipe's target tokens per step, the trunk's steps shared.
-# Rerunning resumes every run and skips what is done. Measured: EXPERIMENTS.md, "Parsing: dev
-# F1 against training compute".
+# Rerunning resumes every run and skips what is done. Measured: docs/results/parsing.md, "F1
+# against training compute".
 set -euo pipefail
 
 BIN_GIVEN=${BIN:-}

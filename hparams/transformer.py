@@ -64,8 +64,7 @@ def transformer_demo():
     steps, which is worth more than checkpoint averaging in a short run. `make demo` trains it
     1500 steps (~10 minutes on the Intel Xeon measured; 1200 steps took 4-24 minutes on the
     2-core EPYCs, Zen 5 to Zen 1): Multi30k en-de val BLEU about 37.8 with beam 4, alpha 2.0,
-    against 36.6-37.0 for 1200 steps decoded the same way (EXPERIMENTS.md, "make demo: 1500
-    steps and the length penalty of today's search")."""
+    against 36.6-37.0 for 1200 steps decoded the same way (docs/results/demo.md)."""
     return dataclasses.replace(
         transformer_tiny(), learning_rate_warmup_steps=400, learning_rate=1.0, learning_rate_cooldown_steps=750
     )
@@ -81,8 +80,8 @@ def transformer_multi30k():
     inverse square root decay, falling linearly to 0 over the last 1500 updates (+0.6 val BLEU
     over the same run without it, p = 0.02). Trained 6000 steps (4096 tokens each), the last 3
     checkpoints (500 steps apart) averaged, decoded with beam 8, alpha 1.5 and exact search, it
-    was the one-model recipe of `examples/multi30k.sh` until transformer_multi30k_v2 (README:
-    "Training a strong small model").
+    was the one-model recipe of `examples/multi30k.sh` until transformer_multi30k_v2
+    (docs/training.md, "Training a strong small model").
     """
     return dataclasses.replace(
         transformer_tiny(),
@@ -107,7 +106,7 @@ def transformer_multi30k_v2():
     keep transformer_multi30k's fractions of the run. The lower early rate lets the model
     learn to use the source sooner; from update 4000 on, 0.2 keeps it from overfitting 29K
     pairs (Multi30k val, 2026-11-29: 41.18 alone against 40.21 and 40.33 at 0.2 throughout;
-    EXPERIMENTS.md, row d4late).
+    docs/log/2026-11-22_to_2026-12-03.md, "Past 41.5", row d4late).
     """
     return dataclasses.replace(
         transformer_multi30k(),

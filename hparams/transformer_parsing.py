@@ -35,8 +35,9 @@ def transformer_parsing_small():
     source where words repeat (dev F1 61.6 -> 75.9 in the same 2400 steps); 2048-token batches
     for twice the updates of the first recipe's 4096 at the same target tokens because they
     parse better (6000 x 2048: dev F1 77.97 and 78.57 on two seeds; 3000 x 4096: 76.51-77.24
-    on three): EXPERIMENTS.md, Parsing experiments. For parsing_english_ptb_sample_words (one
-    shared vocabulary, targets that copy the words); README: "English constituency parsing"."""
+    on three): docs/results/parsing.md, "Tried, not adopted". For parsing_english_ptb_sample_words
+    (one shared vocabulary, targets that copy the words); docs/parsing.md, "English constituency
+    parsing"."""
     return dataclasses.replace(
         transformer_base(),
         num_hidden_layers=4,

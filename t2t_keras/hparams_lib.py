@@ -211,7 +211,7 @@ class DecodeHParams:
     extra_length: int = _field(50, DECODING, "each sentence may generate input length + extra_length tokens (EOS included)")
     sentences_per_batch: int = _field(
         64, DECODING, "sentences decoded together (at most, with batch_tokens); the demo model decoded val 10% faster "
-        "at 64 than at 32 once settled sentences left the search (EXPERIMENTS.md, \"Decoding the demo model\")")
+        "at 64 than at 32 once settled sentences left the search (docs/results/decoding_speed.md, \"Batch size\")")
     batch_tokens: int = _field(
         0, DECODING,
         "if > 0: batches of length-sorted sentences whose count x longest input stays within this many tokens "
@@ -263,7 +263,7 @@ class DecodeHParams:
         "with a reverse model (the decoder's --reverse_model): each sentence's beam_size finished hypotheses are "
         "ranked by score + reverse_weight x log P(source | hypothesis) / source tokens, the reverse model's "
         "log-probability of the input given the hypothesis, which penalises dropping parts of the input (0.5: +0.5 and "
-        "+0.7 val BLEU on two Multi30k models, EXPERIMENTS.md \"Past 41.5\")",
+        "+0.7 val BLEU on two Multi30k models, docs/results/multi30k.md, \"Options of the script\")",
     )
 
     @property

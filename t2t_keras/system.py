@@ -21,7 +21,7 @@ def keep_freed_memory() -> bool:
     TensorFlow frees and reallocates its big activation buffers (e.g. the [tokens, vocab]
     logits) every training step; by default glibc serves blocks over 32 MB with mmap and
     returns them with munmap, so each step page-faults hundreds of MB back in. On a 2-core
-    CPU that doubled the step time (EXPERIMENTS.md, "Hand-written kernels").
+    CPU that doubled the step time (docs/results/training_speed.md, "Hand-written kernels").
     The process keeps its peak memory instead. Call before TensorFlow allocates; returns
     False where the C library is not glibc.
     """
@@ -109,8 +109,8 @@ def one_thread_per_op(parallel_ops: int) -> None:
 
     For decoding in parts (`beam_search.search_in_parts`): a decode step is hundreds of small
     ops, which TensorFlow otherwise splits over every core and joins again, op by op; with
-    one part per core and one thread per op the cores never wait for each other (EXPERIMENTS.md,
-    "Hand-written kernels"). Call before TensorFlow
+    one part per core and one thread per op the cores never wait for each other
+    (docs/results/training_speed.md, "Hand-written kernels"). Call before TensorFlow
     runs its first op; training wants the defaults (its large matmuls use every core well).
     """
     import tensorflow as tf

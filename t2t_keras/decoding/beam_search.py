@@ -273,8 +273,8 @@ def search_in_parts(search: Callable, input_ids, parts: int, *per_sentence) -> B
 
     TensorFlow's inter-op threads run the branches side by side: with one thread per op
     (`system.one_thread_per_op`) each part keeps one CPU core busy with no hand-offs between
-    cores inside the small ops of a decode step (EXPERIMENTS.md, "Hand-written kernels"). The
-    results are those of one search:
+    cores inside the small ops of a decode step (docs/results/training_speed.md, "Hand-written kernels").
+    The results are those of one search:
     the sentences of a batch never interact.
     """
     if parts == 1:

@@ -7,7 +7,7 @@ settings it was asked for), the trainer's dev score and the exported SavedModel:
 tf.functions of TensorFlow and tensorflow_text ops only, so the exporter puts them into the
 graph as they are. They are traced without AutoGraph: the search's loops are tf.while_loops
 already, and converting every layer's `call` on the way was most of a decoder's start-up
-(EXPERIMENTS.md, "Start-up"). The decode settings are Python constants of the graphs (a
+(docs/results/library.md, "Start-up"). The decode settings are Python constants of the graphs (a
 beam size is a shape): other settings need another module.
 """
 

@@ -13,7 +13,7 @@ tokens. Association is the Dice coefficient of co-occurrence in training pairs,
 
 The step multiplies by the rows of the batch's `vocabulary` (the union of its sentences'
 lists) only, and each sentence is ranked and normalised over its own list (`sentence_mask`);
-the speed it gains and the val BLEU it costs are in EXPERIMENTS.md ("Vocabulary shortlist").
+the speed it gains and the val BLEU it costs are in docs/results/decoding_speed.md, "Shortlist".
 """
 
 from __future__ import annotations

@@ -11,5 +11,5 @@ in tests/kernels), with fewer or cheaper ops on a CPU, or with its gradient writ
     top_k.py          top_k_rows: tf.math.top_k by blocks, for vocabulary-sized rows
 
 The Keras layers that use them (layers/normalization.py, dense.py, dropout.py) stay thin.
-Why each exists, with the measurements, is in EXPERIMENTS.md ("Hand-written kernels").
+Why each exists, with the measurements, is in docs/results/training_speed.md, "Hand-written kernels".
 """

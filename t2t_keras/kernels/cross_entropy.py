@@ -16,7 +16,7 @@ def smoothed_cross_entropy(targets, logits, label_smoothing: float):
 
     with the gradient softmax(z) - smoothed. Computed that way, from one softmax kernel and
     row reductions, instead of TensorFlow's fused softmax cross-entropy on a one-hot [B, T, V]
-    label tensor: about 3x faster on CPU (EXPERIMENTS.md, "Hand-written kernels"), the output
+    label tensor: about 3x faster on CPU (docs/results/training_speed.md, "Hand-written kernels"), the output
     layer being most of a small model's step. With eps = 0 it is the negative
     log-likelihood.
     """

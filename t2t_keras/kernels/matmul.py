@@ -8,7 +8,7 @@ def matmul(inputs, kernel, hand_written_gradient: bool = True):
 
     Autodiff of x @ W takes dx = dy @ W^T with W read transposed in place, which oneDNN runs
     well below its plain-layout rate on CPUs, even with the transposed copy paid for
-    (EXPERIMENTS.md, "Hand-written kernels"). On a GPU the copy costs microseconds. Without
+    (docs/results/training_speed.md, "Hand-written kernels"). On a GPU the copy costs microseconds. Without
     `hand_written_gradient` (inference: the same product, autodiff's gradient) the graph holds
     no custom-gradient op, which a SavedModel would warn about at every load.
     """

@@ -6,7 +6,7 @@ The output projection and its loss are most of a small model's step (the [tokens
 products are three of its largest). Which orientation of those three products oneDNN runs
 fastest depends on the CPU: on the 2-core AVX2 EPYC (Zen 3) the vocabulary-major layout takes
 the output layer from ~450 to ~360 ms at the bench's tiny shape, where the AVX-512 EPYC
-preferred a transposed copy of the table's gradient (EXPERIMENTS.md, "Kernel choices").
+preferred a transposed copy of the table's gradient (docs/results/training_speed.md, "Kernel choices").
 """
 
 import time
@@ -95,7 +95,7 @@ def projected_rdrop_loss(states, table, targets, label_smoothing: float, alpha: 
     The logits stay inside and the gradient is written out (rows layout): autodiff of the
     log-softmax, the divergence and the cross-entropy took several more passes over the
     [2N, V] logits, which made an R-Drop update ~2.7-3x a plain one where its doubled batch
-    alone is 2x (EXPERIMENTS.md, "Past 41.5"). Equal to the formula by autodiff in
+    alone is 2x (docs/log/2026-11-22_to_2026-12-03.md, "Past 41.5"). Equal to the formula by autodiff in
     tests/kernels/test_output_loss.py.
     """
     return _rdrop_loss(float(label_smoothing), float(alpha))(states, table, tf.cast(targets, tf.int32))

@@ -9,8 +9,8 @@ def log_normalizers_at(logits, most_likely):
     logarithm never underflows). Returns it with the softmax [N, V] it was read from.
 
     One softmax kernel: faster on CPU than TensorFlow's log_softmax or reduce_logsumexp at a
-    decoding step's shape, and than its fused cross-entropy at training shapes (EXPERIMENTS.md,
-    "Hand-written kernels").
+    decoding step's shape, and than its fused cross-entropy at training shapes
+    (docs/results/training_speed.md, "Hand-written kernels").
     """
     probs = tf.nn.softmax(logits)
     normalizers = tf.gather(logits, most_likely, batch_dims=1) - tf.math.log(tf.gather(probs, most_likely, batch_dims=1))

@@ -13,8 +13,9 @@ class Dropout(keras.layers.Dropout):
     Each unit is dropped independently with probability `rate`, and kept units are scaled so
     that the expected output equals the input, as Keras does; but where Keras draws a float32
     uniform (one Philox output, 32 bits) a unit, this draws 16 bits a unit: one Philox uint32
-    serves two units. Philox is most of dropout's cost on a CPU (EXPERIMENTS.md, "Hand-written
-    kernels"), and the mask is one tensor multiplied once each way.
+    serves two units. Philox is most of dropout's cost on a CPU
+    (docs/results/training_speed.md, "Hand-written kernels"), and the mask is one tensor
+    multiplied once each way.
 
     The rate is applied as round(rate * 2^16) / 2^16, within 2^-17 (7.6e-6) of `rate`, and the
     kept units are scaled by the inverse of that exact keep probability, so E[output] = input

@@ -50,7 +50,7 @@ class SharedEmbedding(keras.layers.Layer):
 
         The product runs in the table's dtype: float32 under mixed precision, where a bfloat16
         [tokens, vocab] product only to be cast up for the softmax cost more than it saved
-        (EXPERIMENTS.md, "Hand-written kernels"); bfloat16 in a bfloat16 model (bf16 decoding,
+        (docs/results/training_speed.md, "Hand-written kernels"); bfloat16 in a bfloat16 model (bf16 decoding,
         whose largest product it is). Float32 logits are what the loss and beam search want.
         """
         table = self._table()
@@ -90,7 +90,7 @@ class SharedEmbedding(keras.layers.Layer):
         """Times each orientation of `step_logits` for `rows` rows on this machine (eagerly,
         about a second) and keeps the fastest; returns its name. A graph traced afterwards (a
         SavedModel too) keeps the choice. Which one wins for a few hundred rows depends on the
-        CPU: EXPERIMENTS.md, "Hand-written kernels" and "Decoding the demo model"."""
+        CPU: docs/results/training_speed.md, "Hand-written kernels"; docs/log/2026-11-22_to_2026-12-03.md, "Decoding the demo model"."""
         self.step_orientation = _fastest_orientation(self._table(), int(rows))
         return self.step_orientation
 
@@ -119,7 +119,7 @@ _ORIENTATIONS = {
     "nn": _Orientation(transposed_copy, lambda x, weights: tf.matmul(x, weights)),
     # x @ W^T reading the table in place (transpose_b), as `logits`.
     "nt": _Orientation(lambda table: table, lambda x, table: tf.matmul(x, table, transpose_b=True)),
-    # (W @ x^T)^T: the AVX-512 EPYC's fastest for 64 rows (EXPERIMENTS.md, "Hand-written kernels").
+    # (W @ x^T)^T: the AVX-512 EPYC's fastest for 64 rows (docs/results/training_speed.md, "Hand-written kernels").
     "tn": _Orientation(lambda table: table, lambda x, table: tf.transpose(tf.matmul(table, x, transpose_b=True))),
 }
 

@@ -10,8 +10,8 @@ from t2t_keras.kernels.layer_norm import layer_norm
 class LayerNorm(keras.layers.LayerNormalization):
     """keras.layers.LayerNormalization over the last axis (same weights, config and
     checkpoints), computed in float32 by `layer_norm`: forward and backward in about half
-    the TensorFlow ops that differentiating Keras's formula takes (EXPERIMENTS.md,
-    "Hand-written kernels"). Any other axis, rms_scaling
+    the TensorFlow ops that differentiating Keras's formula takes
+    (docs/results/training_speed.md, "Hand-written kernels"). Any other axis, rms_scaling
     or a missing gamma or beta falls back to Keras's computation."""
 
     def call(self, inputs, training=None):

@@ -63,7 +63,7 @@ class CopyPositionEncoding(keras.layers.Layer):
     it, which is the source index of the next token to copy; its sinusoid (the source's own
     position encoding) goes through a learned projection. Without it the decoder has to find
     its place in the source by content, and loses it where words repeat ("in the demand ... in
-    the market segments in which ..."): EXPERIMENTS.md, Parsing experiments.
+    the market segments in which ..."): docs/log/2026-11-22_to_2026-12-03.md, "What p6 gets wrong".
 
     Args:
       structure_tokens: target ids that are not copies (they do not advance the position).

@@ -42,7 +42,7 @@ from t2t_keras.token_ids import EOS_ID, START_ID, UNK_ID
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16", "float16", "int8_float16", "int16")
 SINUSOID_POSITIONS = 2048  # rows of the position table given to CTranslate2 (its own default maximum input is 1024)
-DEFAULT_VMAP_PER_SOURCE = 20  # shortlist=20 with 1000 frequent measured best on the demo (README, "Vocabulary shortlist")
+DEFAULT_VMAP_PER_SOURCE = 20  # shortlist=20 with 1000 frequent measured best on the demo (docs/decoding.md, "Vocabulary shortlist")
 METADATA_FILE = "t2t_keras_export.json"
 
 

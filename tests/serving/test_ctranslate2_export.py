@@ -162,7 +162,7 @@ def test_ctranslate2_decodes_as_ours(exported, trained_output_dir):
     alive and K finished hypotheses of 2K candidates, every length, so at alpha 0 it may
     return an output that ended early), so over the same model ours must find an output at
     least as probable on most lines, at beam 1 and 4. (The demo model's outputs: greedy 1014
-    of 1014 val lines identical, beam 4 831: EXPERIMENTS.md, "Decoding the demo model".) With
+    of 1014 val lines identical, beam 4 831: docs/results/serving.md, "CTranslate2 export".) With
     the vmap, CTranslate2 chooses among the sentence's shortlist only."""
     sentences = _val("en", 40)
     vocabularies = RunDir(trained_output_dir).vocabularies()
