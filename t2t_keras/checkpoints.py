@@ -175,9 +175,13 @@ class RunDir:
 def damage(checkpoint_path: str) -> str | None:
     """Why the checkpoint cannot be restored, in a few words naming its file (a missing or
     truncated file, a failed checksum: an interrupted copy or write), or None when every
-    tensor in it reads back whole. Reads the whole checkpoint."""
+    tensor in it reads back whole. Reads the whole checkpoint. Local files only: on other
+    filesystems (ram://, where TensorFlow's reader takes a checkpoint's prefix for a directory,
+    gs://) restoring is the check, and None is returned."""
     import tensorflow as tf
 
+    if not files.is_local(checkpoint_path):
+        return None
     try:
         reader = tf.train.load_checkpoint(checkpoint_path)
         for name in reader.get_variable_to_shape_map():

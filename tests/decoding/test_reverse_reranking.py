@@ -79,9 +79,11 @@ def test_a_reverse_model_without_a_shortlist_reranks_a_shortlisted_search(traine
     bare = tmp_path / "deen_without_shortlist"
     shutil.copytree(reverse_output_dir, bare, ignore=shutil.ignore_patterns("shortlist.npz"))
     sources = _val("en", 4)
-    listed = Translator.from_preset(trained_output_dir, **SETTINGS, shortlist=5, reverse=str(bare))
-    assert listed.translate(sources, n_best=2) == Translator.from_preset(
-        trained_output_dir, **SETTINGS, shortlist=5, reverse=reverse_output_dir).translate(sources, n_best=2)
+    bare_beams = Translator.from_preset(trained_output_dir, **SETTINGS, shortlist=5, reverse=str(bare)).translate(sources, n_best=2)
+    beams = Translator.from_preset(trained_output_dir, **SETTINGS, shortlist=5, reverse=reverse_output_dir).translate(sources, n_best=2)
+    assert [[h.text for h in beam] for beam in bare_beams] == [[h.text for h in beam] for beam in beams]
+    # each Translator times its own output product's orientation: the scores agree to float rounding
+    assert [h.score for beam in bare_beams for h in beam] == pytest.approx([h.score for beam in beams for h in beam], abs=1e-5)
 
 
 def test_a_reverse_model_of_the_same_direction_or_with_sampling_is_refused(trained_output_dir, reverse_output_dir):
