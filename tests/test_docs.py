@@ -28,14 +28,6 @@ BARE_PATH = re.compile(r"(?<![\w$/.<>-])((?:[\w.-]+/)*[\w.-]+\.md)\b(?![/\w-])")
 LINK = re.compile(r"\[[^\]]*\]\(([^()\s]+)\)")
 MACHINE_PATH = re.compile(r"(?<![\w.~$-])/(?:work|tmp|root|home|Users|mnt|scratch)/|[A-Z]:\\Users\\")
 
-# Citations in t2t_keras/training/, which is being refactored: each is accepted there (and only
-# there) until its file cites the new place; remove the entry then, and the set when empty.
-PENDING_IN_TRAINING = {
-    ("EXPERIMENTS.md", "Kernel choices"),
-    ("EXPERIMENTS.md", "Vocabulary shortlist"),
-    ("README.md", "Two text files in"),
-    ("README.md", "Fine-tuning"),
-}
 
 
 def _files(root, extensions):
@@ -120,9 +112,6 @@ def citation_problems(root):
         for target, sections, relative_to in cited:
             path = _resolve(root, relative_to, target)
             for section in QUOTED.findall(sections):
-                pending = citing.startswith("t2t_keras/training/") and (target, _normal(section)) in PENDING_IN_TRAINING
-                if pending:
-                    continue
                 if path is None:
                     problems.append(f'{citing}: {target}, "{section}": no such file')
                 elif not any(heading.startswith(_normal(section)) for heading in heading_texts(path)):

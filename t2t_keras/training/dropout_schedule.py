@@ -2,7 +2,7 @@
 
 On small data the recipe's P_drop both delays the step at which the model learns to use the
 source and keeps it from overfitting later; a lower rate early and P_drop after buys both
-(EXPERIMENTS.md, issue 43: Multi30k rows d4dr1 and d4late). Only the residual and embedding
+(docs/log/2026-11-22_to_2026-12-03.md, "Past 41.5": Multi30k rows d4dr1 and d4late). Only the residual and embedding
 dropout (P_drop) changes; attention and ReLU dropout keep their rates.
 """
 

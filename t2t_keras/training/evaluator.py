@@ -127,8 +127,9 @@ class Evaluator:
         return [best.text for best, *_ in postprocess(self.problem, self.sources, hypotheses)[0]]
 
 
-# What checkpoint selection decides between here is 1-2 BLEU (a fine-tuning run's gain: README,
-# "Fine-tuning"; an average against its last checkpoint: EXPERIMENTS.md). A dev set whose own BLEU
+# What checkpoint selection decides between here is 1-2 BLEU (a fine-tuning run's gain:
+# docs/results/fine_tuning.md; an average against its last checkpoint: docs/results/multi30k.md,
+# "Tried, not adopted"). A dev set whose own BLEU
 # is uncertain by more than that (the 95% bootstrap half-width: about 2.7 at 300 Multi30k
 # sentences, 1.4 at the whole val set of 1014) picks among such checkpoints largely by chance.
 DEV_BLEU_INTERVAL_LIMIT = 2.0

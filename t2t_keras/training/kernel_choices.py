@@ -1,6 +1,6 @@
 """Kernel alternatives chosen at trainer start by timing them on the machine that trains.
 
-A kernel that wins on one CPU can lose on another (EXPERIMENTS.md, "Kernel choices"): which
+A kernel that wins on one CPU can lose on another (docs/results/training_speed.md, "Kernel choices"): which
 orientation of a large matrix product oneDNN runs fastest differs between AVX2 and AVX-512
 EPYCs. So every such alternative is measured here, once per start, at the model's own sizes
 (capped, to take a few seconds), and never inferred from a CPU's name; a resumed run keeps
