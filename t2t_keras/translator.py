@@ -60,10 +60,10 @@ class Translator:
         from t2t_keras.serving.exported_translator import ExportedModel, holds_export
         from t2t_keras.system import start_tensorflow_quietly
 
-        start_tensorflow_quietly()
         if holds_export(path):
             if checkpoint or ensemble or reverse:
                 raise UsageError(f"{path} is an export: checkpoint, ensemble and reverse need run dirs.")
+            start_tensorflow_quietly()
             return cls(ExportedModel(path, settings))
         if not files.isfile(files.join(path, "hparams.json")):
             raise UsageError(f"{path} is neither a trainer's run dir (it has no hparams.json) nor an export "
@@ -80,7 +80,6 @@ class Translator:
         from t2t_keras.system import start_tensorflow_quietly
 
         start_tensorflow_quietly()
-
         return cls(_ModelSearch(
             run.decode_hparams, run.problem, run.vocabularies, lambda precision: run.with_settings(precision=precision).restore_model(),
             token_filter=run.token_filter(), shortlists=lambda settings: run.with_settings(**dataclasses.asdict(settings)).shortlist,
@@ -145,7 +144,7 @@ class Translator:
                  **settings) -> list[str]:
         """The best output of each text (an empty one for a blank text)."""
         return [hypotheses[0].text for hypotheses in
-                self.translate_iter(texts, batch_size=batch_size, progress=_bar(progress, texts), **settings)]
+                self.translate_iter(texts, batch_size=batch_size, progress=progress, **settings)]
 
     def translate(self, texts: list[str], *, n_best: int = 1, log_probs: bool = False, batch_size: int | None = None,
                   progress: bool = False, **settings) -> list[list[Hypothesis]]:
@@ -154,24 +153,23 @@ class Translator:
         else None)."""
         require_sentence_list(texts, "translate")
         return list(self.translate_iter(texts, n_best=n_best, log_probs=log_probs, batch_size=batch_size,
-                                        progress=_bar(progress, texts), **settings))
+                                        progress=progress, **settings))
 
     def translate_iter(self, texts: Iterable[str], *, n_best: int = 1, log_probs: bool = False,
-                       batch_size: int | None = None, progress=False, **settings) -> Iterator[list[Hypothesis]]:
+                       batch_size: int | None = None, progress: bool = False, **settings) -> Iterator[list[Hypothesis]]:
         """`translate` for inputs read lazily (a file's lines, a generator): each text's
         hypotheses in input order, a window of texts (8 batches) at a time, so memory holds one
         window. With sampling, the i-th text's samples depend on the seed and i only."""
         require_sentence_list(texts, "translate_iter")
         call = self._call_settings(batch_size, settings)
         translate_window = self._backend.window_translator(call, n_best, log_probs)
-        bar = progress if hasattr(progress, "update") else _bar(progress, None)
+        bar = _bar(progress, texts)
         try:
             for numbers, lines in windows(enumerate(line.rstrip("\n") for line in texts), window_lines(call)):
                 outputs, _ = translate_window(lines, numbers, bar.update)
                 yield from outputs
         finally:
-            if bar is not progress:
-                bar.close()
+            bar.close()
 
     def window_translator(self, n_best: int = 1, log_probs: bool = False, **settings):
         """What `translate_iter` runs on each window: (lines, line numbers, on_lines(count)) ->
@@ -250,11 +248,8 @@ class _ModelSearch:
         return self._modules[key]
 
 
-def _bar(progress, texts):
-    """A progress bar on stderr (disabled unless `progress`), sized to `texts` when it has a length;
-    a bar given is passed on."""
-    if hasattr(progress, "update"):
-        return progress
+def _bar(progress: bool, texts):
+    """A progress bar on stderr (disabled unless `progress`), sized to `texts` when it has a length."""
     import tqdm
 
     total = len(texts) if hasattr(texts, "__len__") else None

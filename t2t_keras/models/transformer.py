@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from t2t_keras import registry
-from t2t_keras.hparams_lib import HParams, field_names
+from t2t_keras.hparams_lib import HParams, field_names, replace_fields
 from t2t_keras.layers import masks
 from t2t_keras.layers.attention import MASKED_LOGIT
 from t2t_keras.layers.block_config import BlockConfig
@@ -16,10 +16,10 @@ from t2t_keras.layers.embedding import SharedEmbedding
 from t2t_keras.layers.encoder_block import EncoderBlock
 from t2t_keras.layers.normalization import LayerNorm
 from t2t_keras.layers.position import CopyPositionEncoding, LearnedPositionEmbedding, SinusoidalPositionEncoding
-from t2t_keras.optimization.losses import LabelSmoothedCrossEntropy
+from t2t_keras.optimization.losses import LabelSmoothedCrossEntropy, real_tokens
 from t2t_keras.optimization.recipe import make_optimizer
 from t2t_keras.registry import register_model
-from t2t_keras.token_ids import PAD_ID, START_ID
+from t2t_keras.token_ids import START_ID
 
 HPARAMS_FIELDS = frozenset(field_names())
 
@@ -379,7 +379,7 @@ def _targets_of(x, y, sample_weight):
     if y is None and isinstance(x, dict):
         y = x["targets"]
     if y is not None:
-        real = ops.cast(ops.not_equal(y, PAD_ID), "float32")
+        real = real_tokens(y)
         sample_weight = real if sample_weight is None else real * ops.cast(sample_weight, "float32")
     return y, sample_weight
 
@@ -388,10 +388,9 @@ def _resolve_hparams(hparams: HParams | dict | str, overrides: dict) -> HParams:
     """The model's HParams: a registered set by name, an HParams or its dict, with `overrides`."""
     if isinstance(hparams, str):
         hparams = registry.hparams(hparams)
-    if isinstance(hparams, HParams) and not overrides:
-        return hparams
-    values = hparams.to_dict() if isinstance(hparams, HParams) else dict(hparams)
-    return HParams.from_dict({**values, **overrides}, source="Transformer's hparams")
+    elif isinstance(hparams, dict):
+        hparams = HParams.from_dict(hparams, source="Transformer's hparams")
+    return replace_fields(hparams, overrides, "Transformer's hparams") if overrides else hparams
 
 
 def _end_of_stack(norm, x):

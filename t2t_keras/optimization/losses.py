@@ -17,9 +17,15 @@ def loss_sum_and_weight(targets, logits, label_smoothing: float, pad_id: int = P
     return real_token_sum(targets, smoothed_cross_entropy(targets, logits, label_smoothing), pad_id)
 
 
+def real_tokens(targets, pad_id: int = PAD_ID):
+    """float32 [B, T]: 1 on the real target tokens, 0 on padding: what every loss and metric
+    of the package weighs its tokens by."""
+    return ops.cast(ops.not_equal(targets, pad_id), "float32")
+
+
 def real_token_sum(targets, token_losses, pad_id: int = PAD_ID):
     """(sum of `token_losses` [B, T] over real target tokens, number of real tokens), float32."""
-    weights = ops.cast(ops.not_equal(targets, pad_id), "float32")
+    weights = real_tokens(targets, pad_id)
     return ops.sum(token_losses * weights), ops.sum(weights)
 
 
@@ -46,8 +52,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         self.label_smoothing = float(label_smoothing)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        real = ops.cast(ops.not_equal(y_true, PAD_ID), "float32")
-        weights = real if sample_weight is None else real * ops.cast(sample_weight, "float32")
+        weights = real_tokens(y_true)
+        if sample_weight is not None:
+            weights *= ops.cast(sample_weight, "float32")
         return super().__call__(y_true, y_pred, weights)
 
     def call(self, y_true, y_pred):

@@ -14,14 +14,13 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.hparams_lib import HParams
-from t2t_keras.token_ids import PAD_ID
-from t2t_keras.optimization.losses import real_token_sum
+from t2t_keras.optimization.losses import real_token_sum, real_tokens
 
 SUM = tf.distribute.ReduceOp.SUM
 
 
 def target_tokens(features):
-    return tf.reduce_sum(tf.cast(features["targets"] != PAD_ID, tf.float32))
+    return tf.reduce_sum(real_tokens(features["targets"]))
 
 
 class TrainStep:
