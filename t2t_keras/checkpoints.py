@@ -21,8 +21,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import NamedTuple
 
 import numpy as np
+from absl import logging
 
 from t2t_keras import files, registry
 from t2t_keras.errors import UsageError
@@ -72,8 +74,17 @@ class RunDir:
         decoding (`decoding.shortlist.load_run_shortlist`)."""
         return os.path.join(self.path, SHORTLIST_FILE)
 
-    def ensure_writable(self) -> None:
-        files.ensure_writable_dir(self.path, "--output_dir")
+    @classmethod
+    def for_writing(cls, path: str) -> "RunDir":
+        """The run directory at `path`, created (a UsageError naming --output_dir when no file can
+        be written there), and rid of what checkpoint saves cut short left in it, before
+        training needs their space."""
+        run_dir = cls(path)
+        files.ensure_writable_dir(run_dir.path, "--output_dir")
+        removed = files.remove_matching(run_dir.path, INCOMPLETE_SAVE)
+        if removed:
+            logging.info("Removed what checkpoint saves cut short left in %s: %s.", run_dir.path, ", ".join(removed))
+        return run_dir
 
     def write(self, hparams: HParams, problem, vocabularies, **record) -> None:
         """Records what a model in this directory is (atomically, file by file): hparams, the
@@ -166,10 +177,7 @@ class RunDir:
     def remove_incomplete_saves(self) -> list[str]:
         """Deletes what checkpoint saves cut short left here (`INCOMPLETE_SAVE`: TensorFlow leaves
         it, and the parts' folder may be as large as a checkpoint); returns the names removed."""
-        removed = sorted(name for name in files.listdir(self.path) if INCOMPLETE_SAVE.fullmatch(name))
-        for name in removed:
-            files.remove(os.path.join(self.path, name))
-        return removed
+        return files.remove_matching(self.path, INCOMPLETE_SAVE)
 
 
 def damage(checkpoint_path: str) -> str | None:
@@ -228,24 +236,37 @@ def holds_training_state(run_dir: RunDir, checkpoint_path: str) -> bool:
     return True
 
 
-def resolve_checkpoint(path: str, flag: str) -> tuple[RunDir, str]:
-    """(RunDir, checkpoint path) named by a run dir (its latest checkpoint) or a checkpoint
-    path such as DIR/ckpt-1200; a UsageError naming `flag` otherwise."""
+class CheckpointRef(NamedTuple):
+    """A checkpoint that a flag named, resolved: its run directory, path and step, whether it holds
+    the optimizer's state (`holds_training_state`), and its run's record."""
+
+    run_dir: RunDir
+    path: str
+    step: int | None  # None for a name that is not ckpt-<step>
+    holds_training_state: bool
+    run_info: dict  # its run's run.json
+
+
+def resolve_checkpoint(path: str, flag: str) -> CheckpointRef:
+    """The checkpoint named by a run dir (its latest checkpoint) or by a checkpoint path such as
+    DIR/ckpt-1200; a UsageError naming `flag` otherwise."""
     expanded = files.absolute(path)
     if files.isdir(expanded):
         run_dir = RunDir(expanded)
         if not run_dir.exists():
             raise UsageError(f"{flag}={path} is not a directory t2t-keras-trainer wrote (no hparams.json).")
-        latest = run_dir.latest_checkpoint()
-        if latest is None:
+        checkpoint = run_dir.latest_checkpoint()
+        if checkpoint is None:
             raise UsageError(f"{flag}={path} has no checkpoint.")
-        return run_dir, latest
-    if files.exists(expanded + ".index"):
-        run_dir = RunDir(os.path.dirname(expanded))
+    elif files.exists(expanded + ".index"):
+        run_dir, checkpoint = RunDir(os.path.dirname(expanded)), expanded
         if not run_dir.exists():
             raise UsageError(f"{flag}={path}: {run_dir.path} is not a directory t2t-keras-trainer wrote (no hparams.json).")
-        return run_dir, expanded
-    raise UsageError(f"{flag}={path}: no such run dir or checkpoint (a checkpoint is named like DIR/ckpt-1200).")
+    else:
+        raise UsageError(f"{flag}={path}: no such run dir or checkpoint (a checkpoint is named like DIR/ckpt-1200).")
+    step = re.search(rf"{CHECKPOINT_PREFIX}-(\d+)$", checkpoint)
+    return CheckpointRef(run_dir, checkpoint, int(step.group(1)) if step else None,
+                         holds_training_state(run_dir, checkpoint), run_dir.run_info())
 
 
 def checkpoint_step(path: str) -> int:

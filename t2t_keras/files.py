@@ -188,6 +188,14 @@ def remove(path: str) -> None:
                 raise
 
 
+def remove_matching(directory: str, pattern: re.Pattern) -> list[str]:
+    """Deletes the entries of `directory` whose whole name matches `pattern`; returns their names, sorted."""
+    removed = sorted(name for name in listdir(directory) if pattern.fullmatch(name))
+    for name in removed:
+        remove(join(directory, name))
+    return removed
+
+
 def rename(source: str, target: str) -> None:
     """Renames a file or directory over `target` (which must not be a directory). Elsewhere
     than on a local disk a directory is copied file by file, then removed: object stores (and

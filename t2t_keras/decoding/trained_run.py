@@ -95,12 +95,12 @@ class TrainedRun:
         member's (a run dir's latest, or the checkpoint named), each member's vocabularies checked."""
         members = [(self.run_dir, self.run_dir.require_checkpoint(self.checkpoint_path))]
         for member in self.ensemble:
-            member_dir, path = resolve_checkpoint(member, "--ensemble")
-            difference = member_dir.vocabularies().difference(self.vocabularies)
+            resolved = resolve_checkpoint(member, "--ensemble")
+            difference = resolved.run_dir.vocabularies().difference(self.vocabularies)
             if difference:
                 raise UsageError(f"--ensemble={member}: {difference} is not the first model's; ensembled models must "
                                  "share their vocabularies.")
-            members.append((member_dir, path))
+            members.append((resolved.run_dir, resolved.path))
         return tuple(members)
 
     @functools.cached_property
@@ -108,15 +108,15 @@ class TrainedRun:
         """The reverse model's run (its checkpoint resolved, its direction checked), or None."""
         if not self.reverse:
             return None
-        reverse_dir, path = resolve_checkpoint(self.reverse, "--reverse_model")
-        reverse_problem = reverse_dir.problem()
+        reverse = resolve_checkpoint(self.reverse, "--reverse_model")
+        reverse_problem = reverse.run_dir.problem()
         ours = (getattr(self.problem, "source_language", ""), getattr(self.problem, "target_language", ""))
         theirs = (getattr(reverse_problem, "source_language", ""), getattr(reverse_problem, "target_language", ""))
         if all(ours + theirs) and theirs != ours[::-1]:
             raise UsageError(f"--reverse_model={self.reverse} translates {theirs[0]} -> {theirs[1]}; reranking "
                              f"{ours[0]} -> {ours[1]} needs a {ours[1]} -> {ours[0]} model.")
         # The reverse model only scores (log P(source | hypothesis)): it needs no shortlist of its own.
-        return TrainedRun(reverse_dir, dataclasses.replace(self.decode_hparams, shortlist=0), path)
+        return TrainedRun(reverse.run_dir, dataclasses.replace(self.decode_hparams, shortlist=0), reverse.path)
 
     @property
     def checkpoints(self) -> list[str]:

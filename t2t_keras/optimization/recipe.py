@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 
 from t2t_keras.hparams_lib import HParams
@@ -28,3 +30,16 @@ def make_schedule(hparams: HParams, train_steps: int = 0) -> RsqrtWarmupSchedule
         hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate,
         cooldown_steps=hparams.learning_rate_cooldown_steps, train_steps=train_steps,
     )
+
+
+def moved_cooldown_note(hparams: HParams, start_step: int, previous_train_steps: int | None, train_steps: int) -> str | None:
+    """What a resumed run with a learning-rate cooldown should be told when its --train_steps
+    changed (the cooldown moves with it, so the rate may be near 0, or jump back up), or None."""
+    if not hparams.learning_rate_cooldown_steps or previous_train_steps in (None, train_steps):
+        return None
+    rate = float(make_schedule(hparams, train_steps)(start_step))
+    no_cooldown = make_schedule(dataclasses.replace(hparams, learning_rate_cooldown_steps=0))
+    peak = float(no_cooldown(hparams.learning_rate_warmup_steps - 1))
+    return (f"The learning rate cools down to 0 over the last {hparams.learning_rate_cooldown_steps} steps before "
+            f"--train_steps (was {previous_train_steps}, now {train_steps}): from step {start_step} it is {rate:.3g} "
+            f"({100 * rate / peak:.0f}% of the peak {peak:.3g}).")

@@ -20,13 +20,12 @@ from absl import logging
 
 from t2t_keras import files
 from t2t_keras.checkpoints import (
-    BestCheckpoint, RunDir, checkpoint_step, holds_training_state, intact_checkpoints, resolve_checkpoint,
+    BestCheckpoint, CheckpointRef, RunDir, checkpoint_step, holds_training_state, intact_checkpoints, resolve_checkpoint,
 )
 from t2t_keras.decoding.shortlist import Shortlist, load_run_shortlist
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import MODEL, DecodeHParams, HParams
 from t2t_keras.models import factory
-from t2t_keras.optimization.recipe import make_schedule
 from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.records import early_stop_record
 
@@ -85,10 +84,11 @@ class RunPlan:
     best_metric: str | None  # what picks output_dir/best
     resume_from: str | None  # this run's own checkpoint to go on from
     start_step: int
+    previous_train_steps: int | None  # the --train_steps of the run this one resumes, as recorded
     kept_kernels: dict | None  # the kernel choices of the run's first start (run.json), kept through resumes
     warm_start: str | None  # a parent's checkpoint whose weights start this run at step 0
     branch_from: str | None  # another run's checkpoint whose whole training state this run goes on from
-    parent: tuple | None  # (RunDir, checkpoint) of the warm start or branch, whose shortlist joins this run's
+    parent: CheckpointRef | None  # the warm start's or branch's checkpoint, whose run's shortlist joins this run's
     done: dict | None  # train's result already, when nothing is left to do
 
     @classmethod
@@ -99,13 +99,8 @@ class RunPlan:
                 "--warm_start_from and --branch_from both start a run from another one: give one (--warm_start_from takes "
                 "its weights to step 0 with a fresh optimizer; --branch_from its whole training state at its step)."
             )
-        run_dir = RunDir(settings.output_dir)
         chief = is_chief(strategy)
-        if chief:
-            run_dir.ensure_writable()
-            removed = run_dir.remove_incomplete_saves()  # before training needs their space
-            if removed:
-                logging.info("Removed what checkpoint saves cut short left in %s: %s.", run_dir.path, ", ".join(removed))
+        run_dir = RunDir.for_writing(settings.output_dir) if chief else RunDir(settings.output_dir)
         problem.configure_from_data_dir(settings.data_dir)  # a UsageError if datagen did not run
         vocabularies = problem.load_vocabularies(settings.data_dir)
         if not vocabularies.shared and hparams.shared_embedding_and_softmax_weights:
@@ -121,18 +116,20 @@ class RunPlan:
         if latest and not holds_training_state(run_dir, latest):
             _refuse_weights_only(run_dir)
         start_step = checkpoint_step(latest) if latest else 0
-        kept_kernels = run_dir.run_info().get("kernel_choices") if latest and files.isfile(run_dir.run_path) else None
+        recorded = run_dir.run_info() if latest and files.isfile(run_dir.run_path) else {}
+        kept_kernels, previous_train_steps = recorded.get("kernel_choices"), recorded.get("train_steps")
         # The parent run, resolved and checked once: its weights start a new run, and its shortlist
         # joins this one's (a resumed run has both already, unless its run dir predates shortlists).
         parent = None
         if settings.warm_start_from and (not latest or not files.isfile(run_dir.shortlist_path)):
-            parent = _parent_run(settings.warm_start_from, "--warm_start_from", hparams, vocabularies, settings.data_dir)
+            parent = _parent_run(settings.warm_start_from, "--warm_start_from", hparams, vocabularies, settings)
         branch = None
         if settings.branch_from and not latest:
-            branch = parent = _branch_point(settings.branch_from, hparams, vocabularies, settings)
-            start_step, kept_kernels = checkpoint_step(branch[1]), branch[0].run_info().get("kernel_choices")
+            branch = parent = _parent_run(settings.branch_from, "--branch_from", hparams, vocabularies, settings)
+            start_step, kept_kernels = branch.step, branch.run_info.get("kernel_choices")
         plan = cls(problem, hparams, settings, run_dir, chief, vocabularies, structure_tokens, decode_hparams, best_metric,
-                   latest, start_step, kept_kernels, None, branch[1] if branch else None, parent, None)
+                   latest, start_step, previous_train_steps, kept_kernels, None, branch.path if branch else None, parent,
+                   None)
         plan.done = plan._nothing_to_do()
         if plan.done:
             return plan
@@ -141,9 +138,7 @@ class RunPlan:
             logging.info("%s has checkpoints of its own: resuming at step %d; %s only starts new runs.",
                          run_dir.path, start_step, start_flag)
         elif parent and not branch:
-            plan.warm_start = parent[1]
-        if latest:
-            _explain_moved_cooldown(run_dir, hparams, start_step, settings.train_steps)
+            plan.warm_start = parent.path
         return plan
 
     def _nothing_to_do(self) -> dict | None:
@@ -208,7 +203,7 @@ def _agreed_latest_checkpoint(strategy, run_dir: RunDir) -> str | None:
     return latest
 
 
-def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, parent: tuple[RunDir, str] | None) -> None:
+def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, parent: CheckpointRef | None) -> None:
     """The run's lexical shortlist (the decode setting `shortlist`), counted once from the
     training pairs, and merged with the parent's when fine-tuning, so that what the parent
     learned to translate from its own, usually larger, corpus stays choosable (docs/results/decoding_speed.md,
@@ -217,62 +212,40 @@ def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, pare
         return
     started = time.time()
     shortlist = Shortlist.from_data_dir(problem, data_dir, vocabularies)
-    if parent and files.isfile(parent[0].shortlist_path):  # the parent's ids are ours (`_parent_run`)
-        shortlist = shortlist.merged(load_run_shortlist(parent[0]))
+    if parent and files.isfile(parent.run_dir.shortlist_path):  # the parent's ids are ours (`_parent_run`)
+        shortlist = shortlist.merged(load_run_shortlist(parent.run_dir))
     shortlist.save(run_dir.shortlist_path)
     logging.info("Wrote %s (%.0f s).", run_dir.shortlist_path, time.time() - started)
 
 
-def _parent_run(path: str, flag: str, hparams: HParams, vocabularies, data_dir: str) -> tuple[RunDir, str]:
-    """(run dir, checkpoint) that `flag` (--warm_start_from, --branch_from) names, after checking
-    that its model has this run's architecture and vocabularies."""
-    parent, checkpoint = resolve_checkpoint(path, flag)
-    differences = parent.hparams().differences(hparams, group=MODEL)
+def _parent_run(path: str, flag: str, hparams: HParams, vocabularies, settings: RunSettings) -> CheckpointRef:
+    """The checkpoint that `flag` (--warm_start_from, --branch_from) names, after checking that its
+    model has this run's architecture and vocabularies; a branch's must also be a trainer
+    checkpoint (weights and optimizer state) before --train_steps."""
+    parent = resolve_checkpoint(path, flag)
+    run_dir, _, step, holds_training_state, _ = parent
+    differences = run_dir.hparams().differences(hparams, group=MODEL)
     if differences:
         raise UsageError(
             f"{flag}={path} is a model with other architecture hparams ({'; '.join(differences)}); "
             f"{flag} needs the same architecture (dropout, learning rate and other training hparams may differ)."
         )
-    difference = parent.vocabularies().difference(vocabularies)
+    difference = run_dir.vocabularies().difference(vocabularies)
     if difference:
         raise UsageError(
-            f"{flag}={path}: {difference} is not the one in --data_dir={data_dir}; make the data with "
-            f"t2t-keras-datagen --vocab_model={parent.path}."
+            f"{flag}={path}: {difference} is not the one in --data_dir={settings.data_dir}; make the data with "
+            f"t2t-keras-datagen --vocab_model={run_dir.path}."
         )
-    return parent, checkpoint
-
-
-def _branch_point(path: str, hparams: HParams, vocabularies, settings: RunSettings) -> tuple[RunDir, str]:
-    """(run dir, checkpoint) that --branch_from names: a trainer checkpoint (weights and optimizer
-    state) of this architecture and vocabulary, before --train_steps."""
-    parent, checkpoint = _parent_run(path, "--branch_from", hparams, vocabularies, settings.data_dir)
-    if not holds_training_state(parent, checkpoint):
+    if flag != "--branch_from":
+        return parent
+    if not holds_training_state or step is None:
         raise UsageError(
             f"--branch_from={path} holds model weights only (an average, best/ or a weights-only copy): branch from one of "
             f"the trainer's own checkpoints (DIR/ckpt-N), or start from these weights with --warm_start_from."
         )
-    step = checkpoint_step(checkpoint)
     if step >= settings.train_steps:
         raise UsageError(f"--branch_from={path} is at step {step}: give a --train_steps above it (now {settings.train_steps}).")
-    return parent, checkpoint
-
-
-def _explain_moved_cooldown(run_dir: RunDir, hparams: HParams, start_step: int, train_steps: int) -> None:
-    """One line when a resumed run with a learning-rate cooldown gets another --train_steps:
-    the cooldown moves with it, so the rate may be near 0, or jump back up."""
-    previous = run_dir.run_info().get("train_steps")
-    if not hparams.learning_rate_cooldown_steps or previous in (None, train_steps):
-        return
-    schedule = make_schedule(hparams, train_steps)
-    rate = float(schedule(start_step))
-    peak = float(make_schedule(dataclasses.replace(hparams, learning_rate_cooldown_steps=0))(hparams.learning_rate_warmup_steps - 1))
-    logging.info(
-        "The learning rate cools down to 0 over the last %d steps before --train_steps (was %d, now %d): from step %d "
-        "it is %.3g (%.0f%% of the peak %.3g). To train on with a fresh schedule, use --warm_start_from=%s and a new "
-        "--output_dir.",
-        hparams.learning_rate_cooldown_steps, previous, train_steps, start_step, rate, 100 * rate / peak, peak,
-        run_dir.path,
-    )
+    return parent
 
 
 def _best_metric(settings: RunSettings, score_name: str, run_dir: RunDir) -> str | None:

@@ -39,7 +39,7 @@ from t2t_keras.decoding.shortlist import load_run_shortlist
 from t2t_keras.errors import Stopped, UsageError
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.models import factory
-from t2t_keras.optimization.recipe import make_optimizer
+from t2t_keras.optimization.recipe import make_optimizer, moved_cooldown_note
 from t2t_keras.system import bfloat16_units
 from t2t_keras.training import kernel_choices
 from t2t_keras.training.distribution import is_multi_worker
@@ -69,6 +69,11 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
         optimizer = make_optimizer(hparams, settings.train_steps)
         train_step = TrainStep(model, optimizer, hparams, strategy)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    if plan.resume_from:
+        note = moved_cooldown_note(hparams, start_step, plan.previous_train_steps, settings.train_steps)
+        if note:
+            logging.info("%s To train on with a fresh schedule, use --warm_start_from=%s and a new --output_dir.",
+                         note, run_dir.path)
     kernels = kernel_choices.choose(model, hparams, settings.kernel_choices, plan.kept_kernels)
     if hparams.mixed_precision == "mixed_bfloat16" and bfloat16_units() is None:
         logging.warning("mixed_bfloat16 on a machine without bfloat16 units (AVX512_BF16, AMX or a GPU): TensorFlow "
