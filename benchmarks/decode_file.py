@@ -24,6 +24,7 @@ import gzip
 import json
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -73,9 +74,11 @@ def ours(args, lines):
 
 def ctranslate2_engine(args, lines):
     """(rates, outputs, settings) of CTranslate2 over `lines`, with the export's SentencePiece model."""
-    import ctranslate2
     import sentencepiece
 
+    from t2t_keras import extras
+
+    ctranslate2 = extras.require("ctranslate2")  # one line naming the extra if it is missing
     with open(os.path.join(args.ct2_dir, "t2t_keras_export.json")) as handle:
         metadata = json.load(handle)
     search = dict(metadata["translate_batch"])
@@ -134,4 +137,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from t2t_keras.errors import UsageError
+
+    try:
+        main()
+    except UsageError as e:  # a missing extra, a run that is not one: one line, as the CLIs say it
+        sys.exit(f"error: {e}")
