@@ -29,9 +29,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from t2t_keras.system import cpu_model, keep_freed_memory  # noqa: E402
+from t2t_keras.system import cpu_model, keep_freed_memory, keep_kernels_for_every_shape  # noqa: E402
 
 keep_freed_memory()  # as the CLIs do
+keep_kernels_for_every_shape()
 
 
 def read(path: str) -> list[str]:

@@ -34,9 +34,10 @@ from peer_bench import import_shapes  # noqa: E402
 
 shapes = import_shapes()  # the peers' shapes, data and FLOP formula ($T2T_BENCH_DIR)
 
-from t2t_keras.system import keep_freed_memory  # noqa: E402
+from t2t_keras.system import keep_freed_memory, keep_kernels_for_every_shape  # noqa: E402
 
 keep_freed_memory()  # as the CLIs do (see t2t_keras/system.py)
+keep_kernels_for_every_shape()
 
 
 def forced_steps(step_fn, steps, vocab_size):

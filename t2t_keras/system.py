@@ -33,6 +33,22 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**30))
 
 
+# oneDNN keeps the kernels it generates for each product shape in a cache of
+# ONEDNN_PRIMITIVE_CACHE_CAPACITY entries (1024 by default). A decoding step's attention
+# products change shape at every step (the prefix grows by one, settled sentences leave the
+# batch), so decoding a file meets thousands of shapes: at 1024 the kernels were generated again
+# and again, a third of the demo model's decode step on the Intel Xeon of 2026-12-03
+# (docs/results/decoding_speed.md, "oneDNN's kernel cache"). 4096 held them all there, with no more
+# memory; 16384 leaves room for larger batches, longer sentences and shortlists.
+ONEDNN_KERNEL_CACHE = 16384
+
+
+def keep_kernels_for_every_shape() -> None:
+    """Sets oneDNN's kernel cache to `ONEDNN_KERNEL_CACHE` shapes, unless the environment sets it.
+    Call before TensorFlow's first oneDNN op (oneDNN reads the variable once)."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_KERNEL_CACHE))
+
+
 # What TensorFlow's native code says as it starts on a CPU machine, none of it the user's business:
 # the INFO lines written before absl's logging is set up (TF_CPP_MIN_LOG_LEVEL does not reach
 # them), the CPU-feature note's second line, and the failed probe for a CUDA driver.
@@ -131,12 +147,14 @@ def one_thread_per_op(parallel_ops: int) -> None:
 
 def cores_for_decoding(requested: int, configure: bool = True) -> int:
     """The parts a decoding program searches each batch in (`decoding_parts`); with
-    `configure`, each given a core of its own when there are several (`one_thread_per_op`)
-    and freed memory kept (`keep_freed_memory`), as t2t-keras-decoder runs. Returns the parts.
+    `configure`, each given a core of its own when there are several (`one_thread_per_op`),
+    freed memory kept (`keep_freed_memory`) and oneDNN's kernels kept for every shape
+    (`keep_kernels_for_every_shape`), as t2t-keras-decoder runs. Returns the parts.
     Call before TensorFlow runs its first op."""
     parts = decoding_parts(requested)
     if configure:
         keep_freed_memory()
+        keep_kernels_for_every_shape()
         if parts > 1:
             one_thread_per_op(parts)
     return parts

@@ -11,6 +11,7 @@ import pytest
 
 from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+from t2t_keras.system import ONEDNN_KERNEL_CACHE
 from tests.testing import REPO_ROOT, run_side_by_side
 
 SENTENCES = ["A dog runs in the snow.", "", "Two men are playing football on a green field.", "A woman reads."]
@@ -103,24 +104,27 @@ if sys.argv[2] == "late":
 from t2t_keras import Translator
 translator = Translator.from_preset(sys.argv[1], tune_process=sys.argv[2] != "untuned")
 translator.generate(["A dog runs."])
+import os
 import tensorflow as tf
 print(tf.config.threading.get_intra_op_parallelism_threads(), tf.config.threading.get_inter_op_parallelism_threads(),
-      translator.settings.parallel_parts)
+      translator.settings.parallel_parts, os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "unset"))
 """
 
 
 def test_the_process_is_set_up_as_the_decoder_sets_it_and_kept_as_quiet(trained_output_dir):
-    """One thread per op and a part of each batch per core, as t2t-keras-decoder, and nothing of
-    TensorFlow's start-up on stderr (no CUDA probe); left alone on request; a warning line when
-    TensorFlow ran before (its thread pools exist)."""
-    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    """One thread per op, a part of each batch per core and oneDNN's kernels kept for every
+    shape, as t2t-keras-decoder, and nothing of TensorFlow's start-up on stderr (no CUDA probe);
+    left alone on request; a warning line when TensorFlow ran before (its thread pools exist)."""
+    unset = ("TF_CPP_MIN_LOG_LEVEL", "ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    env = {name: value for name, value in os.environ.items() if name not in unset}
     results = run_side_by_side([[sys.executable, "-c", PROCESS_PROBE, trained_output_dir, how]
                                 for how in ("tuned", "untuned", "late")], env=env)
     parts = min(len(os.sched_getaffinity(0)), 8)
-    assert results[0].stdout.split() == (["1", str(max(parts, 2)), str(parts)] if parts > 1 else ["0", "0", "1"]), results[0].stderr
+    cache = str(ONEDNN_KERNEL_CACHE)
+    assert results[0].stdout.split() == (["1", str(max(parts, 2)), str(parts), cache] if parts > 1 else ["0", "0", "1", cache]), results[0].stderr
     assert results[0].stderr == "" and results[1].stderr == ""
-    assert results[1].stdout.split() == ["0", "0", str(parts)], results[1].stderr
-    assert results[2].stdout.split() == ["0", "0", str(parts)], results[2].stderr
+    assert results[1].stdout.split() == ["0", "0", str(parts), "unset"], results[1].stderr
+    assert results[2].stdout.split() == ["0", "0", str(parts), cache], results[2].stderr
     if parts > 1:
         assert "Create the Translator before other TensorFlow work" in results[2].stderr
 

@@ -161,3 +161,14 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
     command = f"{sys.executable} -m t2t_keras.bin.bleu --translation={hypotheses} --reference={references} | true; echo ${{PIPESTATUS[0]}}"
     result = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
     assert result.stdout.strip() == "141" and result.stderr == "", result.stderr
+
+
+def test_the_commands_keep_onednn_kernels_for_every_shape_unless_told_otherwise():
+    """Every command sets oneDNN's kernel cache before TensorFlow runs (decoding meets thousands
+    of product shapes: docs/results/decoding_speed.md, "oneDNN's kernel cache"); a value the user
+    set stays."""
+    probe = "import os, t2t_keras.bin; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    env = {name: value for name, value in os.environ.items() if name != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    assert subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True).stdout.split() == ["16384"]
+    env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = "1024"
+    assert subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True).stdout.split() == ["1024"]
