@@ -1,7 +1,7 @@
 """Sentences/s and sacreBLEU of decoding a real file with a trained model: ours as
 t2t-keras-decoder decodes it, or the same weights in CTranslate2 (an export of the run).
 
-    .venv/bin/python benchmarks/decode_file.py --output_dir=out/demo/train_avg                      # 64 a batch
+    .venv/bin/python benchmarks/decode_file.py --output_dir=out/demo/train_avg                      # 128 a batch
     .venv/bin/python benchmarks/decode_file.py --output_dir=out/demo/train_avg --decode_hparams=beam_size=4,alpha=1.4,shortlist=20
     .venv/bin/python benchmarks/decode_file.py --output_dir=out/demo/train_avg --window_lines=0      # the whole file sorted at once
     .venv/bin/python benchmarks/decode_file.py --engine=ctranslate2 --ct2_dir=out/demo/ct2 --compute_type=int8 --parts=2 --use_vmap

@@ -71,7 +71,7 @@ def windows(numbered_lines: Iterable[tuple[int, str]], size: int) -> Iterator[tu
 
 
 def window_lines(hparams) -> int:
-    """Lines read, sorted and decoded together: 8 batches' worth (512 at the default 64 a batch),
+    """Lines read, sorted and decoded together: 8 batches' worth (1024 at the default 128 a batch),
     enough for the length sort to fill batches with sentences of like length."""
     return 8 * hparams.sentences_per_batch
 
