@@ -5,7 +5,7 @@
 # (benchmarks/paired_summary.py).
 #
 #   bash benchmarks/paired.sh decode [pairs]        # CTranslate2 float32 and int8 (one batch, two halves), ours
-#   bash benchmarks/paired.sh train [pairs]         # keras-hub vs ours, tiny then base
+#   bash benchmarks/paired.sh train [pairs]         # the peers of $TRAIN_PEERS vs ours, tiny then base
 #   bash benchmarks/paired.sh decode_file [pairs]   # a trained run ($RUN_DIR, default out/demo/train_avg) on
 #                                                   # Multi30k val: ours with and without its shortlist, the same
 #                                                   # weights in CTranslate2 (each compute type, one batch or two
@@ -19,7 +19,11 @@
 #
 # Every peer runs in its better configuration: CTranslate2 both as one batch and as two halves
 # side by side (--parts 1|2), keras-hub with the malloc settings ours gets from
-# t2t_keras.system.keep_freed_memory. Ours and keras-hub run in each of $PRECISIONS (default:
+# t2t_keras.system.keep_freed_memory. $TRAIN_PEERS (default: all of them) picks the training
+# peers: keras-hub, torch (PyTorch's nn.Transformer, eager), torch-compile (the same under
+# torch.compile), and ceiling (step_matmul_ceiling.py: the step's own products alone, so that
+# the summary gives the step's fraction of that ceiling from the same run); $TRAIN_SIZES (default
+# "tiny base") the shapes. Ours and keras-hub run in each of $PRECISIONS (default:
 # fp32, and bf16 where the CPU has bfloat16 units).
 # Needs the peers' folder in $T2T_BENCH_DIR and their venvs (its setup_venvs.sh; $BENCH_VENVS,
 # default /tmp/bench); --against needs neither.
@@ -45,6 +49,10 @@ if [ -z "${PRECISIONS:-}" ]; then  # t2t_keras.system.bfloat16_units decides, as
     PRECISIONS="$("$ours" -c 'from t2t_keras.system import bfloat16_units; print("fp32 bf16" if bfloat16_units() else "fp32")' 2>/dev/null)"
 fi
 precisions="$PRECISIONS"
+train_peers="${TRAIN_PEERS:-keras-hub torch torch-compile ceiling}"
+for peer in $train_peers; do
+    case "$peer" in keras-hub|torch|torch-compile|ceiling) ;; *) echo "error: TRAIN_PEERS: unknown peer '$peer' (keras-hub, torch, torch-compile, ceiling)" >&2; exit 2 ;; esac
+done
 run_started="$(date -u +%Y-%m-%dT%H:%M:%S)"
 
 run_dir="${RUN_DIR:-$repo/out/demo/train_avg}"
@@ -119,13 +127,23 @@ for pair in $(seq "$pairs"); do
             done
             ;;
         train)
-            for size in tiny base; do
+            for size in ${TRAIN_SIZES:-tiny base}; do
                 for precision in $precisions; do
                     flag=(); [ "$precision" = fp32 ] || flag=(--precision "$precision")
                     if [ -z "$against" ]; then
-                        (cd "$bench" && MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 \
-                            run "keras-hub $size $precision" "$venvs/venv-tf/bin/python" train_keras.py \
-                            --size "$size" --impl keras_hub --precision "$precision")
+                        for peer in $train_peers; do
+                            case "$peer" in
+                                keras-hub) (cd "$bench" && MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 \
+                                    run "keras-hub $size $precision" "$venvs/venv-tf/bin/python" train_keras.py \
+                                    --size "$size" --impl keras_hub --precision "$precision") ;;
+                                torch) (cd "$bench" && run "torch $size $precision" "$venvs/venv-torch/bin/python" \
+                                    train_torch.py --size "$size" --precision "$precision") ;;
+                                torch-compile) (cd "$bench" && run "torch-compile $size $precision" \
+                                    "$venvs/venv-torch/bin/python" train_torch.py --size "$size" --precision "$precision" --compile) ;;
+                                ceiling) ours_in "$repo" "ceiling $size $precision" step_matmul_ceiling.py \
+                                    --size "$size" --precision "$precision" ;;
+                            esac
+                        done
                     else
                         ours_in "$other" "$against $size $precision" train_throughput.py --size "$size" "${flag[@]}"
                     fi

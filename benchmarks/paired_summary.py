@@ -32,9 +32,11 @@ def main() -> None:
     if not lines:
         raise SystemExit(f"error: {args.results} has no lines of a paired.sh run")
     run = args.run or lines[-1]["paired_run"]
-    by_label, bleus, fractions = defaultdict(list), defaultdict(list), defaultdict(list)
+    by_label, bleus, fractions, ceilings = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
     for line in lines:
-        if line["paired_run"] == run:
+        if line["paired_run"] == run and line.get("bench") == "step_matmul_ceiling":
+            ceilings[line["label"].removeprefix("ceiling ")].append(line)
+        elif line["paired_run"] == run:
             by_label[line["label"]].append(rate(line))
             if line.get("bleu") is not None:
                 bleus[line["label"]].append(line["bleu"])
@@ -67,6 +69,20 @@ def main() -> None:
         for label, values in fractions.items():
             print(f"  {label:36s} {statistics.median(v[0] for v in values):.3f}   "
                   f"({statistics.median(v[1] for v in values):g} / {statistics.median(v[2] for v in values):g})")
+    if ceilings:
+        step_of_ceiling(fractions, ceilings)
+
+
+def step_of_ceiling(fractions: dict, ceilings: dict) -> None:
+    """Issue 75's measure: the step's GFLOP/s over what its own products allow
+    (step_matmul_ceiling.py's ceiling_gflop_s), pair by pair from the same run."""
+    print("the step's rate over its products' ceiling (step_matmul_ceiling.py), median over pairs:")
+    for config, lines in ceilings.items():
+        steps = fractions.get(f"ours {config}", [])
+        ratios = [step[1] / line["ceiling_gflop_s"] for step, line in zip(steps, lines)]
+        if ratios:
+            print(f"  {config:36s} {statistics.median(ratios):.3f}   (pairs: {' '.join(f'{r:.3f}' for r in ratios)}; "
+                  f"ceiling {statistics.median(line['ceiling_fraction'] for line in lines):.3f} of the square rate)")
 
 
 def decode_file_pairings(by_label: dict, bleus: dict, within: float = 0.3) -> None:
