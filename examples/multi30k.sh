@@ -27,6 +27,7 @@ AVERAGE=${AVERAGE:-3}                     # the last N checkpoints are averaged
 DECODE_HPARAMS=${DECODE_HPARAMS-beam_size=8,alpha=1.5,exact_search=true}  # the val decode (the problem's default: beam 4, alpha 0.6, early stop)
 EVAL_SENTENCES=${EVAL_SENTENCES:-100}     # dev sentences decoded (beam 4) for BLEU at each checkpoint
 ENSEMBLE=${ENSEMBLE:-2}                   # models trained (member k with --seed=k when more than one), decoded together
+SEED=${SEED:-}                            # with ENSEMBLE=1: the one model's --seed (SEED=1: the recipe's first member alone)
 REVERSE=${REVERSE:-0}                     # 1: a de -> en model (the same hparams and steps) reranks each sentence's beam
 BACK_TRANSLATE=${BACK_TRANSLATE:-0}       # 1 (with REVERSE=1): that model first samples an English side for train's German captions
 BACK_TRANSLATE_HPARAMS=${BACK_TRANSLATE_HPARAMS-sampling_top_k=10,beam_size=1,seed=1}  # one draw a line from the 10 likeliest tokens
@@ -130,7 +131,7 @@ if [ "$BACK_TRANSLATE" -eq 1 ]; then
 fi
 for member in $members; do
   seed=()
-  [ "$ENSEMBLE" -eq 1 ] || seed=(--seed="$member")
+  if [ "$ENSEMBLE" -ne 1 ]; then seed=(--seed="$member"); elif [ -n "$SEED" ]; then seed=(--seed="$SEED"); fi
   train_and_average $train_problem "$train_data" "$(train_dir "$member")" "${seed[@]}"
   trained+=("$(train_dir "$member")")
 done
