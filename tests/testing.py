@@ -158,12 +158,13 @@ def global_batch():
 
 
 def build_train_step(strategy, hparams, initial_weights=None):
+    """(model, TrainStep) as the trainer builds them, in hparams.mixed_precision's dtype policy."""
     from t2t_keras.models import Transformer
     from t2t_keras.optimization.recipe import make_optimizer
     from t2t_keras.training.train_step import TrainStep
 
     with strategy.scope():
-        model = Transformer.from_hparams(hparams, VOCAB)
+        model = Transformer.from_hparams(hparams, VOCAB, dtype=hparams.mixed_precision)
         if initial_weights is not None:
             model.set_weights(initial_weights)
         step = TrainStep(model, make_optimizer(hparams), hparams, strategy)

@@ -32,6 +32,7 @@ class SharedEmbedding(keras.layers.Layer):
         self.hidden_size = int(hidden_size)
         self.step_orientation = "nn"  # see choose_step_orientation
         self.loss_layout = "rows"  # of token_losses; chosen per machine by training.kernel_choices
+        self.loss_products = "variable"  # token_losses' products in the variables' dtype, or "compute" (ditto)
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -58,13 +59,18 @@ class SharedEmbedding(keras.layers.Layer):
         logits = tf.cast(logits_with_copied_table_gradient(flat, table) if training else tf.matmul(flat, table, transpose_b=True), tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(inputs)[:-1], [self.vocab_size]], axis=0))
 
+    def products_dtype(self):
+        """The dtype of `token_losses`' products: the table's (float32 under mixed precision, as
+        `logits`), or the layer's compute dtype where `loss_products` is "compute"."""
+        return self.compute_dtype if self.loss_products == "compute" else self.embeddings.dtype
+
     def token_losses(self, inputs, targets, label_smoothing: float, rdrop_alpha: float = 0.0):
         """Label-smoothed cross-entropy [...] (float32) of `logits(inputs)` against target ids
         [...], by the fused kernel of kernels/output_loss.py in `self.loss_layout`: the same
-        products and precision as `logits`, without handing [..., vocab] logits out. With
+        products as `logits`, in `products_dtype()`, without handing [..., vocab] logits out. With
         `rdrop_alpha`, the leading axis holds every sentence twice (rows b and b + B) and each
         token's loss adds alpha / 2 times its divergence from its twin (`projected_rdrop_loss`)."""
-        table = self._table()
+        table = tf.cast(self._table(), self.products_dtype())
         flat = tf.reshape(tf.cast(inputs, table.dtype), [-1, self.hidden_size])
         flat_targets = tf.reshape(targets, [-1])
         if rdrop_alpha:

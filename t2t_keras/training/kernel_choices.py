@@ -8,6 +8,11 @@ the choices of its first start (recorded in run.json), so that it ends as an uni
 run would. `--kernel_choices` forces any of them (reproducing a run, comparing two). The
 alternatives compute the same values: forcing one changes speed, not the loss trajectory
 beyond float rounding. Choices are logged at --verbosity=1.
+
+Under mixed precision the output layer's products may also run in the layers' compute dtype
+(`loss_products=compute`: bfloat16 inputs, the logits rounded to bfloat16 before the float32
+softmax, as every other layer's outputs are) instead of the variables' float32: on a CPU with
+AMX that is several times faster, where emulated bfloat16 is slower than float32.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from t2t_keras.errors import UsageError
 from t2t_keras.kernels import output_loss
 
 # name -> the values it may take; each is an attribute of the model's layers, set by `apply`.
-ALTERNATIVES = {"loss_layout": output_loss.LAYOUTS}
+# In this order: the layout is timed in the products' dtype chosen first.
+ALTERNATIVES = {"loss_products": ("variable", "compute"), "loss_layout": output_loss.LAYOUTS}
+# What a run started before a choice existed computed: its resumes keep that.
+BEFORE_THE_CHOICE = {"loss_products": "variable"}
 MEASURED_ROWS = 1024  # the measurement's [tokens, vocab] product is capped at these sizes
 MEASURED_VOCAB = 8192
 
@@ -37,24 +45,30 @@ def parse(flag_value: str) -> dict:
 
 def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None) -> dict:
     """Sets each alternative on `model`: forced ones as given, else the value `kept` from the
-    run's first start (run.json: a run keeps its numerics through resumes), else the fastest
-    when timed here. Returns the record for run.json: {name: value, "measured_ms": {name:
+    run's first start (run.json: a run keeps its numerics through resumes; one started before
+    a choice existed keeps what it computed then), else the only one that differs here, else
+    the fastest when timed here. Returns the record for run.json: {name: value, "measured_ms": {name:
     {value: ms}}} (measured_ms as measured at this start, or as kept).
 
     `measure` (tests) replaces the timing: (name, model, hparams) -> {value: ms}.
     """
-    measure = measure or _measure
+    measure = measure or _Timings()
     kept = kept or {}
     record, measured, how = {}, dict(kept.get("measured_ms", {})), {}
     for name in ALTERNATIVES:
+        options = _options(name, model)
         if name in forced:
             record[name], how[name] = forced[name], "forced"
         elif kept.get(name) in ALTERNATIVES[name]:
             record[name], how[name] = kept[name], "kept from run.json"
+        elif kept and name in BEFORE_THE_CHOICE:
+            record[name], how[name] = BEFORE_THE_CHOICE[name], "as the run's first start, before this choice existed"
+        elif len(options) == 1:
+            record[name], how[name] = options[0], "the only one here"
         else:
             measured[name] = measure(name, model, hparams)
             record[name], how[name] = min(measured[name], key=measured[name].get), f"measured (ms) {measured[name]}"
-    apply(model, record)
+        apply(model, {name: record[name]})
     if measured:
         record["measured_ms"] = measured
     logging.debug("Kernel choices: %s.", "; ".join(f"{name}={record[name]}, {how[name]}" for name in ALTERNATIVES))
@@ -63,14 +77,38 @@ def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None)
 
 def apply(model, record: dict) -> None:
     """Sets the chosen values on the layers that read them."""
-    model.softmax_projection.loss_layout = record["loss_layout"]
+    for name, value in record.items():
+        if name in ALTERNATIVES:
+            setattr(model.softmax_projection, name, value)
 
 
-def _measure(name: str, model, hparams) -> dict:
-    if name == "loss_layout":
+def _options(name: str, model) -> tuple:
+    """The values of `name` that differ on this model: the products' dtypes only under mixed precision."""
+    projection = model.softmax_projection
+    if name == "loss_products" and projection.compute_dtype == projection.embeddings.dtype:
+        return ("variable",)
+    return ALTERNATIVES[name]
+
+
+class _Timings:
+    """The measurements of one start: each layout timed once per products' dtype."""
+
+    def __init__(self):
+        self.by_dtype = {}
+
+    def layouts(self, model, hparams, dtype) -> dict:
+        if dtype not in self.by_dtype:
+            projection = model.softmax_projection
+            self.by_dtype[dtype] = output_loss.layout_timings(
+                min(hparams.tokens_per_batch, MEASURED_ROWS), projection.hidden_size,
+                min(projection.vocab_size, MEASURED_VOCAB), dtype=dtype)
+        return self.by_dtype[dtype]
+
+    def __call__(self, name: str, model, hparams) -> dict:
         projection = model.softmax_projection
-        return output_loss.layout_timings(
-            min(hparams.tokens_per_batch, MEASURED_ROWS), projection.hidden_size,
-            min(projection.vocab_size, MEASURED_VOCAB), dtype=projection.embeddings.dtype,
-        )
-    raise KeyError(name)
+        if name == "loss_products":
+            dtypes = {"variable": projection.embeddings.dtype, "compute": projection.compute_dtype}
+            return {value: min(self.layouts(model, hparams, dtype).values()) for value, dtype in dtypes.items()}
+        if name == "loss_layout":
+            return self.layouts(model, hparams, projection.products_dtype())
+        raise KeyError(name)

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
-from t2t_keras.kernels.output_loss import LAYOUTS, layout_timings, projected_cross_entropy, projected_rdrop_loss
+from t2t_keras.kernels.output_loss import CHUNK_ROWS, LAYOUTS, layout_timings, projected_cross_entropy, projected_rdrop_loss
 
 
 def _loss_and_gradients(loss_of, states, table, weights):
@@ -27,14 +27,15 @@ def _assert_matches(total, gradients, expected, expected_gradients, tolerance):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype, tolerance", [(tf.float32, 1e-5), (tf.bfloat16, 2e-2)])
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
-def test_each_layout_equals_the_cross_entropy_of_the_logits(layout, dtype, tolerance, label_smoothing):
+@pytest.mark.parametrize("rows", [37, 2 * CHUNK_ROWS + 45])  # one chunk, part padding; three, the last part padding
+def test_each_layout_equals_the_cross_entropy_of_the_logits(layout, dtype, tolerance, label_smoothing, rows):
     """Per-token losses and the gradients for states and table as autodiff of
     smoothed_cross_entropy(targets, states @ table^T) gives them, tokens weighted unequally."""
     rng = np.random.default_rng(0)
-    states = tf.constant(rng.normal(size=(37, 16)), dtype)
+    states = tf.constant(rng.normal(size=(rows, 16)), dtype)
     table = tf.constant(rng.normal(size=(50, 16)) * 0.3, dtype)
-    targets = tf.constant(rng.integers(0, 50, 37), tf.int32)
-    weights = tf.constant(rng.uniform(size=37), tf.float32)
+    targets = tf.constant(rng.integers(0, 50, rows), tf.int32)
+    weights = tf.constant(rng.uniform(size=rows), tf.float32)
 
     def reference(states, table):
         logits = tf.cast(tf.matmul(states, table, transpose_b=True), tf.float32)

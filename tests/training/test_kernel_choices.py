@@ -14,7 +14,7 @@ def test_parse_accepts_the_choices_and_names_the_flag_otherwise():
     assert kernel_choices.parse("") == {}
     assert kernel_choices.parse("loss_layout=columns") == {"loss_layout": "columns"}
     for bad in ("loss_layout=diagonal", "layout=columns", "loss_layout"):
-        with pytest.raises(UsageError, match=r"^--kernel_choices: .* is not a choice; the choices are loss_layout=rows\|rows_copy\|columns\.$"):
+        with pytest.raises(UsageError, match=r"^--kernel_choices: .* is not a choice; the choices are loss_products=variable\|compute; loss_layout=rows\|rows_copy\|columns\|rows_in_chunks\.$"):
             kernel_choices.parse(bad)
 
 
@@ -27,26 +27,48 @@ class _CountingMeasure:
         return dict(self.timings)
 
 
-def _model():
-    model, _ = build_train_step(tf.distribute.OneDeviceStrategy("/cpu:0"), update_hparams())
+def _model(**changes):
+    model, _ = build_train_step(tf.distribute.OneDeviceStrategy("/cpu:0"), update_hparams(**changes))
     return model
 
 
 def test_the_fastest_is_chosen_set_on_the_model_and_recorded():
+    """In float32 the products' dtype has one value (not timed); the layout is timed."""
     model, measure = _model(), _CountingMeasure({"rows": 3.0, "rows_copy": 2.0, "columns": 2.5})
     record = kernel_choices.choose(model, update_hparams(), {}, measure=measure)
     assert measure.calls == ["loss_layout"]
-    assert record == {"loss_layout": "rows_copy", "measured_ms": {"loss_layout": measure.timings}}
+    assert record == {"loss_products": "variable", "loss_layout": "rows_copy", "measured_ms": {"loss_layout": measure.timings}}
     assert model.softmax_projection.loss_layout == "rows_copy"
+
+
+def test_under_mixed_precision_the_products_dtype_is_timed_first():
+    model = _model(mixed_precision="mixed_bfloat16")
+    measure = lambda name, model, hparams: {"loss_products": {"variable": 5.0, "compute": 2.0},
+                                            "loss_layout": {"rows": 2.0, "rows_in_chunks": 1.0}}[name]
+    record = kernel_choices.choose(model, update_hparams(), {}, measure=measure)
+    assert (record["loss_products"], record["loss_layout"]) == ("compute", "rows_in_chunks")
+    assert model.softmax_projection.products_dtype() == "bfloat16"
+    model.softmax_projection.loss_products = "variable"
+    assert model.softmax_projection.products_dtype() == "float32"
 
 
 def test_forced_and_kept_choices_are_not_measured():
     model, measure = _model(), _CountingMeasure({"rows": 1.0, "rows_copy": 2.0, "columns": 3.0})
     record = kernel_choices.choose(model, update_hparams(), {"loss_layout": "columns"}, measure=measure)
-    assert measure.calls == [] and record == {"loss_layout": "columns"} and model.softmax_projection.loss_layout == "columns"
-    kept = {"loss_layout": "rows_copy", "measured_ms": {"loss_layout": {"rows": 9.0, "rows_copy": 1.0, "columns": 5.0}}}
+    assert measure.calls == [] and record == {"loss_products": "variable", "loss_layout": "columns"}
+    assert model.softmax_projection.loss_layout == "columns"
+    kept = {"loss_products": "variable", "loss_layout": "rows_copy",
+            "measured_ms": {"loss_layout": {"rows": 9.0, "rows_copy": 1.0, "columns": 5.0}}}
     assert kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure) == kept
     assert measure.calls == [] and model.softmax_projection.loss_layout == "rows_copy"
+
+
+def test_a_run_started_before_a_choice_existed_keeps_what_it_computed():
+    """A mixed-precision run whose run.json predates loss_products resumes with float32 products, untimed."""
+    model, measure = _model(mixed_precision="mixed_bfloat16"), _CountingMeasure({})
+    kept = {"loss_layout": "rows", "measured_ms": {"loss_layout": {"rows": 1.0}}}
+    record = kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure)
+    assert measure.calls == [] and record["loss_products"] == "variable" and record["loss_layout"] == "rows"
     # forced wins over kept (comparing a resumed run's speed in another layout)
     assert kernel_choices.choose(model, update_hparams(), {"loss_layout": "rows"}, kept, measure=measure)["loss_layout"] == "rows"
 
@@ -69,3 +91,21 @@ def test_a_forced_layout_gives_the_same_loss_trajectory():
         np.testing.assert_allclose(runs[layout][0], losses, rtol=1e-5, err_msg=layout)
         for got, want in zip(runs[layout][1], weights):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-4, err_msg=layout)
+
+
+def test_bfloat16_products_train_as_float32_ones_to_bfloat16_rounding():
+    """Mixed bf16, five updates from the same weights on the same batches with the output
+    layer's products in float32 and in bfloat16: the losses agree to ~1% (the logits rounded to
+    bfloat16, as every other layer's outputs are) and both fall."""
+    hparams = update_hparams(mixed_precision="mixed_bfloat16")
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    initial, losses = None, {}
+    for products in ("variable", "compute"):
+        model, step = build_train_step(strategy, hparams, initial)
+        initial = initial or model.get_weights()
+        kernel_choices.apply(model, {"loss_products": products, "loss_layout": "rows_in_chunks"})
+        iterator = iter(strategy.distribute_datasets_from_function(lambda context: cycle(global_batch())))
+        losses[products] = [float(step.update(iterator)[0]) for _ in range(5)]
+    assert losses["compute"][-1] < losses["compute"][0] and losses["variable"][-1] < losses["variable"][0]
+    np.testing.assert_allclose(losses["compute"], losses["variable"], rtol=1e-2)
+    assert losses["compute"] != losses["variable"]  # the products did run in another dtype

@@ -81,7 +81,7 @@ def test_a_resume_keeps_the_kernel_choices_and_adds_its_part_to_the_training_log
         calls.append(name)
         return {"rows": 2.0, "rows_copy": 3.0, "columns": 1.0}
 
-    monkeypatch.setattr(kernel_choices, "_measure", measure)
+    monkeypatch.setattr(kernel_choices, "_Timings", lambda: measure)
     _train(tmp_path / "run", multi30k_data_dir, 2)
     recorded = RunDir(tmp_path / "run").run_info()["kernel_choices"]
     assert calls == ["loss_layout"] and recorded["loss_layout"] == "columns"
