@@ -28,14 +28,20 @@ def smoothed_cross_entropy(targets, logits, label_smoothing: float):
     return tf.reshape(losses, tf.shape(targets))
 
 
+def smoothing_weights(label_smoothing: float, vocab_size):
+    """(off_value, on_weight) of the smoothed target distribution over `vocab_size` tokens:
+    eps / (V - 1) on every token, and on the true one on_weight = 1 - eps - off_value more."""
+    off_value = label_smoothing / tf.cast(vocab_size - 1, tf.float32)
+    return off_value, 1.0 - label_smoothing - off_value
+
+
 def _row_cross_entropy(label_smoothing: float):
     """(logits [N, V], targets [N]) -> smoothed cross-entropy [N], with its gradient written out."""
 
     @tf.custom_gradient
     def cross_entropy(logits, targets):
         rows, vocab_size = tf.shape(logits)[0], tf.shape(logits)[1]
-        off_value = label_smoothing / tf.cast(vocab_size - 1, tf.float32)
-        on_weight = 1.0 - label_smoothing - off_value  # the target's weight beyond off_value
+        off_value, on_weight = smoothing_weights(label_smoothing, vocab_size)
         log_normalizers, probs = log_normalizers_at(logits, tf.argmax(logits, axis=-1, output_type=tf.int32))
         target_logits = tf.gather(logits, targets, batch_dims=1)
         losses = log_normalizers - on_weight * target_logits

@@ -13,7 +13,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
+from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy, smoothing_weights
 from t2t_keras.kernels.matmul import transposed_copy
 
 # rows: logits [N, V] = states @ table^T, one softmax per row; dtable = dlogits^T @ states.
@@ -70,8 +70,7 @@ def _columns(label_smoothing: float):
     def loss(states, table, targets):
         logits = tf.cast(tf.matmul(table, states, transpose_b=True), tf.float32)  # [V, N]
         vocab_size, rows = tf.shape(logits)[0], tf.shape(logits)[1]
-        off_value = label_smoothing / tf.cast(vocab_size - 1, tf.float32)  # as smoothed_cross_entropy
-        on_weight = 1.0 - label_smoothing - off_value
+        off_value, on_weight = smoothing_weights(label_smoothing, vocab_size)
         largest = tf.reduce_max(logits, axis=0)
         exponentials = tf.exp(logits - largest)
         sums = tf.reduce_sum(exponentials, axis=0)
@@ -95,8 +94,7 @@ def _rows_in_chunks(label_smoothing: float):
     @tf.custom_gradient
     def loss(states, table, targets):
         rows, vocab_size = tf.shape(states)[0], tf.shape(table)[0]
-        off_value = label_smoothing / tf.cast(vocab_size - 1, tf.float32)  # as smoothed_cross_entropy
-        on_weight = 1.0 - label_smoothing - off_value
+        off_value, on_weight = smoothing_weights(label_smoothing, vocab_size)
         chunks = (rows + CHUNK_ROWS - 1) // CHUNK_ROWS
         padding = chunks * CHUNK_ROWS - rows  # zero states: their gradient rows meet zero weights
         padded_states = tf.pad(states, [[0, padding], [0, 0]])
@@ -150,8 +148,7 @@ def _rdrop_loss(label_smoothing: float, alpha: float):
     def loss(states, table, targets):
         logits = tf.cast(tf.matmul(states, table, transpose_b=True), tf.float32)  # [2N, V]
         rows, vocab_size = tf.shape(logits)[0], tf.shape(logits)[1]
-        off_value = label_smoothing / tf.cast(vocab_size - 1, tf.float32)  # as smoothed_cross_entropy
-        on_weight = 1.0 - label_smoothing - off_value
+        off_value, on_weight = smoothing_weights(label_smoothing, vocab_size)
         log_probs = tf.nn.log_softmax(logits)
         probs = tf.exp(log_probs)
         log_ratios = log_probs - tf.roll(log_probs, rows // 2, axis=0)  # log p_n - log p_twin
