@@ -19,14 +19,13 @@ STEPS=${DEMO_STEPS:-1500}  # transformer_demo cools down over its last 750 steps
 # at the next step, so longer hypotheses are not waited for: at alpha 1.4 the demo models'
 # outputs were 5-6% short, at 2.0 3-4% (exact_search=true at 1.4: as long, ~1.3x the time).
 DECODE_HPARAMS="beam_size=4,alpha=2.0"
-# Mixed bf16 where the CPU multiplies bf16 natively (AVX512_BF16 or AMX), fp32 elsewhere
-# (DEMO_PRECISION=float32 or mixed_bfloat16 forces one): on the Intel Xeon family 6 model 167
-# training took 522 s against 582 and val BLEU was 37.71 against 37.18-37.83 in three fp32 runs
-# (docs/results/demo.md). The run's hparams.json records the choice.
-PRECISION=${DEMO_PRECISION:-$("$BIN/python" -c 'from t2t_keras.system import bfloat16_units; print("mixed_bfloat16" if bfloat16_units() else "float32")' 2>/dev/null)}
+# Mixed bf16 where the CPU multiplies bf16 natively (AVX512_BF16 or AMX), fp32 elsewhere, as
+# examples/multi30k.sh chooses (DEMO_PRECISION=float32 or mixed_bfloat16 forces one): on the
+# Intel Xeon family 6 model 167 training took 522 s against 582 and val BLEU was 37.71 against
+# 37.18-37.83 in three fp32 runs (docs/results/demo.md). The run's hparams.json records the choice.
 # AVERAGE=1: the learning rate cools down to 0 at the last step, so that checkpoint is the
 # model; averaging in the one before it (at half the rate) makes it worse.
-BIN=$BIN OUT=$OUT HPARAMS_SET=transformer_demo HPARAMS="mixed_precision=$PRECISION" STEPS=$STEPS SAVE_STEPS=250 AVERAGE=1 ENSEMBLE=1 REVERSE=0 \
+BIN=$BIN OUT=$OUT HPARAMS_SET=transformer_demo HPARAMS= PRECISION=${DEMO_PRECISION:-} STEPS=$STEPS SAVE_STEPS=250 AVERAGE=1 ENSEMBLE=1 REVERSE=0 \
     EVAL_SENTENCES=100 DECODE_HPARAMS="$DECODE_HPARAMS" bash examples/multi30k.sh
 
 EXPORT=$OUT/export
