@@ -61,6 +61,8 @@ def test_forced_and_kept_choices_are_not_measured():
             "measured_ms": {"loss_layout": {"rows": 9.0, "rows_copy": 1.0, "columns": 5.0}}}
     assert kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure) == kept
     assert measure.calls == [] and model.softmax_projection.loss_layout == "rows_copy"
+    # forced wins over kept (comparing a resumed run's speed in another layout)
+    assert kernel_choices.choose(model, update_hparams(), {"loss_layout": "rows"}, kept, measure=measure)["loss_layout"] == "rows"
 
 
 def test_a_run_started_before_a_choice_existed_keeps_what_it_computed():
@@ -69,8 +71,6 @@ def test_a_run_started_before_a_choice_existed_keeps_what_it_computed():
     kept = {"loss_layout": "rows", "measured_ms": {"loss_layout": {"rows": 1.0}}}
     record = kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure)
     assert measure.calls == [] and record["loss_products"] == "variable" and record["loss_layout"] == "rows"
-    # forced wins over kept (comparing a resumed run's speed in another layout)
-    assert kernel_choices.choose(model, update_hparams(), {"loss_layout": "rows"}, kept, measure=measure)["loss_layout"] == "rows"
 
 
 def test_a_forced_layout_gives_the_same_loss_trajectory():
