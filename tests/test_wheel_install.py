@@ -18,14 +18,17 @@ pytestmark = pytest.mark.slow
 WHEELHOUSE = REPO_ROOT / ".venv" / "wheelhouse"
 SENTENCES = ["A dog runs in the snow.", "Two men are playing football in a park.", "A little girl is eating an apple."]
 # The Python API as a user of the wheel calls it: the run dir, then the sentences; prints the
-# translations as JSON, where t2t_keras imports from, and whether nltk (an extra, not installed) does.
+# translations as JSON, where t2t_keras imports from, whether nltk (an extra, not installed) does,
+# and whether the native kernels' C++ sources (compiled on first use) came with the wheel.
 PYTHON_API = """
 import importlib.util, json, sys
 import t2t_keras
 from t2t_keras import Translator
+from t2t_keras.kernels import native
 translations = Translator.from_preset(sys.argv[1]).generate(sys.argv[2:])
 nltk = importlib.util.find_spec("nltk") is not None
-print(json.dumps({"translations": translations, "package": t2t_keras.__file__, "nltk": nltk}))
+sources = all((native.SOURCE_DIR / name).is_file() for name in native.SOURCES)
+print(json.dumps({"translations": translations, "package": t2t_keras.__file__, "nltk": nltk, "native_sources": sources}))
 """
 
 
@@ -64,3 +67,4 @@ def test_the_installed_wheel_translates_as_the_checkout_does(trained_output_dir,
     reported = json.loads(api.stdout.splitlines()[-1])
     assert reported["translations"] == expected
     assert reported["package"].startswith(str(venv)) and not reported["nltk"]  # the wheel's own files, without the extras
+    assert reported["native_sources"]

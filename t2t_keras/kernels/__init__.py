@@ -1,7 +1,10 @@
 """Hand-written primitives: each computes what a TensorFlow or Keras op computes (equal to it
 in tests/kernels), with fewer or cheaper ops on a CPU, or with its gradient written out.
 
-    layer_norm.py     layer_norm: LayerNormalization's formula, forward and backward by hand
+    layer_norm.py     layer_norm: LayerNormalization's formula, forward and backward by hand;
+                      native_layer_norm: the same as one native kernel each way
+    native/           C++ kernels built on first use by the machine's compiler (training only)
+    timing.py         best_milliseconds: kernel alternatives timed against each other
     matmul.py         matmul: x @ W whose backward multiplies by a transposed copy of W
     dropout.py        random_uint16, masked: a dropout mask from 16 random bits a unit
     softmax.py        log_normalizers_at: row logsumexp read from one softmax

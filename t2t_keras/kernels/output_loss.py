@@ -9,12 +9,11 @@ the output layer from ~450 to ~360 ms at the bench's tiny shape, where the AVX-5
 preferred a transposed copy of the table's gradient (docs/results/training_speed.md, "Kernel choices").
 """
 
-import time
-
 import tensorflow as tf
 
 from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy, smoothing_weights
 from t2t_keras.kernels.matmul import transposed_copy
+from t2t_keras.kernels.timing import best_milliseconds
 
 # rows: logits [N, V] = states @ table^T, one softmax per row; dtable = dlogits^T @ states.
 # rows_copy: the same, dtable taken as a transposed copy of states^T @ dlogits.
@@ -185,10 +184,8 @@ _LOSSES = {
 
 def layout_timings(rows: int, hidden_size: int, vocab_size: int, dtype=tf.float32, rounds: int = 3) -> dict:
     """Milliseconds of one forward + backward of each layout at [rows, hidden_size] x
-    [vocab_size, hidden_size] on this machine: the best of `rounds` timed runs each, after one
-    that traces and warms up; the layouts take turns in every round, so that the machine's
-    drift between seconds (over 10% on 2 shared cores) reaches each alike. Random inputs; a
-    few seconds at 1024 x 512 x 8192 on 2 cores."""
+    [vocab_size, hidden_size] on this machine (`timing.best_milliseconds`). Random inputs; a few
+    seconds at 1024 x 512 x 8192 on 2 cores."""
     states = tf.random.stateless_normal([rows, hidden_size], seed=(1, 2), dtype=dtype)
     table = tf.random.stateless_normal([vocab_size, hidden_size], seed=(3, 4), dtype=dtype) * hidden_size**-0.5
     targets = tf.random.stateless_uniform([rows], seed=(5, 6), maxval=vocab_size, dtype=tf.int32)
@@ -203,17 +200,8 @@ def layout_timings(rows: int, hidden_size: int, vocab_size: int, dtype=tf.float3
 
         return forward_backward
 
-    def seconds(run):
-        started = time.perf_counter()
-        for gradient in run(states, table, targets):
-            gradient.numpy()
-        return time.perf_counter() - started
+    def finished(layout):
+        run = forward_backward_of(layout)
+        return lambda: [gradient.numpy() for gradient in run(states, table, targets)]
 
-    runs = {layout: forward_backward_of(layout) for layout in LAYOUTS}
-    for run in runs.values():
-        seconds(run)  # traces and warms up
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(rounds):
-        for layout, run in runs.items():
-            best[layout] = min(best[layout], seconds(run))
-    return {layout: round(1e3 * value, 2) for layout, value in best.items()}
+    return best_milliseconds({layout: finished(layout) for layout in LAYOUTS}, rounds)

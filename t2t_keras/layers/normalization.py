@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from t2t_keras.kernels.layer_norm import layer_norm
+from t2t_keras.kernels.layer_norm import IMPLEMENTATIONS, layer_norm, native_layer_norm
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -12,13 +12,26 @@ class LayerNorm(keras.layers.LayerNormalization):
     checkpoints), computed in float32 by `layer_norm`: forward and backward in about half
     the TensorFlow ops that differentiating Keras's formula takes
     (docs/results/training_speed.md, "Hand-written kernels"). Any other axis, rms_scaling
-    or a missing gamma or beta falls back to Keras's computation."""
+    or a missing gamma or beta falls back to Keras's computation.
+
+    `implementation` "native" (set by training/kernel_choices.py where it was timed faster)
+    takes the training step's forward and backward through one native kernel each
+    (`native_layer_norm`); inference always runs TensorFlow's ops, so that exported graphs
+    need nothing but TensorFlow."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.implementation = "graph"  # of the training step; chosen per machine by training.kernel_choices
 
     def call(self, inputs, training=None):
         """`training`: with the hand-written gradient (a train step); else Keras's own gradient
         of the same ops (inference graphs hold no custom-gradient op)."""
         if self.axis not in (-1, [-1], [len(inputs.shape) - 1]) or self.rms_scaling or not (self.center and self.scale):
             return super().call(inputs)
-        outputs = layer_norm(tf.cast(inputs, tf.float32), tf.cast(self.gamma, tf.float32), tf.cast(self.beta, tf.float32),
-                             self.epsilon, hand_written_gradient=bool(training))
+        if self.implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"LayerNorm: implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}.")
+        gamma, beta = tf.cast(self.gamma, tf.float32), tf.cast(self.beta, tf.float32)
+        if training and self.implementation == "native" and inputs.dtype in (tf.float32, tf.bfloat16):
+            return tf.cast(native_layer_norm(inputs, gamma, beta, self.epsilon), self.compute_dtype)
+        outputs = layer_norm(tf.cast(inputs, tf.float32), gamma, beta, self.epsilon, hand_written_gradient=bool(training))
         return tf.cast(outputs, self.compute_dtype)

@@ -13,6 +13,9 @@ Under mixed precision the output layer's products may also run in the layers' co
 (`loss_products=compute`: bfloat16 inputs, the logits rounded to bfloat16 before the float32
 softmax, as every other layer's outputs are) instead of the variables' float32: on a CPU with
 AMX that is several times faster, where emulated bfloat16 is slower than float32.
+
+Layer normalisation may run as one native kernel each way (`layer_norm=native`,
+kernels/native/) where those kernels could be built on the machine; else it is not offered.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ from __future__ import annotations
 from absl import logging
 
 from t2t_keras.errors import UsageError
-from t2t_keras.kernels import output_loss
+from t2t_keras.kernels import layer_norm, native, output_loss
+from t2t_keras.layers.normalization import LayerNorm
 
 # name -> the values it may take; each is an attribute of the model's layers, set by `apply`.
 # In this order: the layout is timed in the products' dtype chosen first.
-ALTERNATIVES = {"loss_products": ("variable", "compute"), "loss_layout": output_loss.LAYOUTS}
+ALTERNATIVES = {"loss_products": ("variable", "compute"), "loss_layout": output_loss.LAYOUTS,
+                "layer_norm": layer_norm.IMPLEMENTATIONS}
 # What a run started before a choice existed computed: its resumes keep that.
-BEFORE_THE_CHOICE = {"loss_products": "variable"}
+BEFORE_THE_CHOICE = {"loss_products": "variable", "layer_norm": "graph"}
 MEASURED_ROWS = 1024  # the measurement's [tokens, vocab] product is capped at these sizes
 MEASURED_VOCAB = 8192
 
@@ -58,9 +63,17 @@ def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None)
     for name in ALTERNATIVES:
         options = _options(name, model)
         if name in forced:
+            if name == "layer_norm" and forced[name] not in options:
+                raise UsageError(f"--kernel_choices: layer_norm={forced[name]} is not available here: "
+                                 f"{native.unavailable_reason()}.")
             record[name], how[name] = forced[name], "forced"
-        elif kept.get(name) in ALTERNATIVES[name]:
+        elif kept.get(name) in options:
             record[name], how[name] = kept[name], "kept from run.json"
+        elif kept.get(name) in ALTERNATIVES[name]:
+            record[name], how[name] = options[0], f"run.json's {kept[name]} is not available here"
+            logging.warning("Kernel choices: the run's first start chose %s=%s, which is not available here (%s); "
+                            "%s=%s computes the same values to float rounding.", name, kept[name],
+                            native.unavailable_reason(), name, options[0])
         elif kept and name in BEFORE_THE_CHOICE:
             record[name], how[name] = BEFORE_THE_CHOICE[name], "as the run's first start, before this choice existed"
         elif len(options) == 1:
@@ -78,15 +91,22 @@ def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None)
 def apply(model, record: dict) -> None:
     """Sets the chosen values on the layers that read them."""
     for name, value in record.items():
-        if name in ALTERNATIVES:
+        if name == "layer_norm":
+            for layer in model._flatten_layers():
+                if isinstance(layer, LayerNorm):
+                    layer.implementation = value
+        elif name in ALTERNATIVES:
             setattr(model.softmax_projection, name, value)
 
 
 def _options(name: str, model) -> tuple:
-    """The values of `name` that differ on this model: the products' dtypes only under mixed precision."""
+    """The values of `name` that differ on this model: the products' dtypes only under mixed
+    precision; the native layer norm only where its kernels were built."""
     projection = model.softmax_projection
     if name == "loss_products" and projection.compute_dtype == projection.embeddings.dtype:
         return ("variable",)
+    if name == "layer_norm" and native.library() is None:
+        return ("graph",)
     return ALTERNATIVES[name]
 
 
@@ -111,4 +131,7 @@ class _Timings:
             return {value: min(self.layouts(model, hparams, dtype).values()) for value, dtype in dtypes.items()}
         if name == "loss_layout":
             return self.layouts(model, hparams, projection.products_dtype())
+        if name == "layer_norm":
+            return layer_norm.implementation_timings(min(hparams.tokens_per_batch, MEASURED_ROWS), projection.hidden_size,
+                                                     dtype=projection.compute_dtype)
         raise KeyError(name)
