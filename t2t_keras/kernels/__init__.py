@@ -2,7 +2,8 @@
 in tests/kernels), with fewer or cheaper ops on a CPU, or with its gradient written out.
 
     layer_norm.py     layer_norm: LayerNormalization's formula, forward and backward by hand;
-                      native_layer_norm: the same as one native kernel each way
+                      native_layer_norm, native_dropout_add_layer_norm: the same (and post-norm's
+                      dropout + add before it) as one native kernel each way
     native/           C++ kernels built on first use by the machine's compiler (training only)
     timing.py         best_milliseconds: kernel alternatives timed against each other
     matmul.py         matmul: x @ W whose backward multiplies by a transposed copy of W

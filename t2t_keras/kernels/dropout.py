@@ -5,6 +5,11 @@ import tensorflow as tf
 LEVELS = 1 << 16  # a unit is dropped when its 16 random bits fall below round(rate * 2^16)
 
 
+def keep_scale(threshold: int) -> float:
+    """The scale of kept units, 1 / P(keep), for units dropped below `threshold` of LEVELS."""
+    return LEVELS / (LEVELS - threshold)
+
+
 def random_uint16(shape, seed):
     """Uniform uint16 values of `shape` from ceil(size / 2) Philox uint32 draws (stateless)."""
     size = tf.reduce_prod(shape)

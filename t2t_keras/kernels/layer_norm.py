@@ -4,6 +4,7 @@ as one native kernel each way (`kernels/native/layer_norm.cc`)."""
 import tensorflow as tf
 
 from t2t_keras.kernels import native
+from t2t_keras.kernels.dropout import keep_scale
 from t2t_keras.kernels.timing import best_milliseconds
 
 IMPLEMENTATIONS = ("graph", "native")
@@ -58,6 +59,27 @@ def native_layer_norm(x, gamma, beta, epsilon: float):
         return outputs, lambda upstream: ops.t2t_layer_norm_grad(upstream, x, gamma, mean, inverse_std)
 
     return normalize(x, gamma, beta)
+
+
+def native_dropout_add_layer_norm(x, h, bits, threshold: int, gamma, beta, epsilon: float):
+    """`native_layer_norm(x + dropout(h))` as one native kernel each way (post-norm's residual
+    connection), h's units dropped where their uint16 `bits` < `threshold` (`kernels/dropout.py`)
+    and the rest scaled by `keep_scale(threshold)`, each step rounded to x's dtype as the graph's
+    dropout and add round it. The sum is never written: the backward recomputes it from x, h and
+    the bits. Only where `native.library()` loaded."""
+    ops = native.library()
+    mask = dict(threshold=int(threshold), scale=keep_scale(threshold))
+
+    @tf.custom_gradient
+    def normalize(x, h, gamma, beta):
+        outputs, mean, inverse_std = ops.t2t_dropout_add_layer_norm(x, h, bits, gamma, beta, epsilon=epsilon, **mask)
+
+        def gradient(upstream):
+            return ops.t2t_dropout_add_layer_norm_grad(upstream, x, h, bits, gamma, mean, inverse_std, **mask)
+
+        return outputs, gradient
+
+    return normalize(x, h, gamma, beta)
 
 
 def implementation_timings(rows: int, depth: int, dtype=tf.float32, rounds: int = 3) -> dict:

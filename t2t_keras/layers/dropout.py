@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from t2t_keras.kernels.dropout import LEVELS, masked, random_uint16
+from t2t_keras.kernels.dropout import LEVELS, keep_scale, masked, random_uint16
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -24,16 +24,24 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
+        drawn = self.random_bits(inputs, training)
+        if drawn is None:
+            return super().call(inputs, training=training)
+        bits, threshold = drawn
+        mask = tf.where(bits >= tf.constant(threshold, tf.uint16), tf.constant(keep_scale(threshold), inputs.dtype),
+                        tf.zeros([], inputs.dtype))
+        return masked(inputs, mask)
+
+    def random_bits(self, inputs, training):
+        """(bits, threshold) of this call's mask: 16 random bits a unit of `inputs` (uint16) and
+        the level below which a unit is dropped; None where Keras's computation runs instead (not
+        training, a noise_shape, a rate 16 bits do not express). Draws from the seed stream as
+        `call` does, so a kernel that applies the mask itself drops the same units."""
         threshold = round(self.rate * LEVELS)
         exact_enough = 0 < threshold < LEVELS and abs(threshold / LEVELS - self.rate) <= 1e-3 * self.rate
         if not training or not exact_enough or self.noise_shape is not None:
-            return super().call(inputs, training=training)
+            return None
         seed = self.seed_generator.next()
         if seed.dtype != tf.int32:  # as Keras casts it
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        mask = tf.where(
-            random_uint16(tf.shape(inputs), seed) >= tf.constant(threshold, tf.uint16),
-            tf.constant(LEVELS / (LEVELS - threshold), inputs.dtype),
-            tf.zeros([], inputs.dtype),
-        )
-        return masked(inputs, mask)
+        return random_uint16(tf.shape(inputs), seed), threshold

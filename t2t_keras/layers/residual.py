@@ -41,7 +41,13 @@ class ResidualNorm(keras.layers.Layer):
         return self.layer_norm(inputs) if self.norm_type == "pre" else inputs
 
     def finish(self, inputs, sublayer_outputs, training=None):
-        """The block's output after the sub-layer."""
+        """The block's output after the sub-layer. Post-norm in training with the native layer
+        norm: the dropout, the add and the layer norm in one native kernel each way, with the
+        dropout's own random bits (the same units dropped)."""
+        if self.norm_type == "post" and self.layer_norm.runs_native(inputs, training):
+            drawn = self.dropout_layer.random_bits(sublayer_outputs, training)
+            if drawn is not None:
+                return self.layer_norm.of_dropped_sum(inputs, sublayer_outputs, *drawn)
         outputs = inputs + self.dropout_layer(sublayer_outputs, training=training)
         return self.layer_norm(outputs) if self.norm_type == "post" else outputs
 

@@ -15,7 +15,8 @@ softmax, as every other layer's outputs are) instead of the variables' float32: 
 AMX that is several times faster, where emulated bfloat16 is slower than float32.
 
 Layer normalisation may run as one native kernel each way (`layer_norm=native`,
-kernels/native/) where those kernels could be built on the machine; else it is not offered.
+kernels/native/; post-norm's dropout and residual add inside the same kernel) where those
+kernels could be built on the machine; else it is not offered.
 """
 
 from __future__ import annotations

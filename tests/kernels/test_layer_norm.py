@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from t2t_keras.kernels import native
 from t2t_keras.layers import LayerNorm
+from t2t_keras.layers.residual import ResidualNorm
 from tests.testing import value_and_gradients
 
 IMPLEMENTATIONS = ["graph", pytest.param("native", marks=pytest.mark.skipif(
@@ -91,3 +92,52 @@ def test_inference_runs_the_graph_kernels_whatever_the_implementation(implementa
     traced = tf.function(lambda x: ours(x, training=False)).get_concrete_function(x)
     assert not [op.type for op in traced.graph.get_operations() if op.type.startswith("T2t")]
     assert np.array_equal(ours(x, training=False), graph(x, training=False))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS[1:])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_the_fused_residual_kernel_equals_dropout_add_and_layer_norm_bit_for_bit(policy, implementation):
+    """Post-norm's LN(x + dropout(h)) in training as one native kernel each way: the same
+    units dropped (the dropout's own seed stream) and every value rounded as the separate ops
+    round it, so outputs and all gradients are bit-identical to dropout, add and layer norm."""
+    if implementation == "native":
+        assert native.library() is not None, native.unavailable_reason()
+    rng = np.random.default_rng(4)
+    inputs = rng.normal(size=(2, 16, 9, 48))
+    upstream = tf.constant(rng.normal(size=(16, 9, 48)), tf.float32)
+    results = {}
+    for fused in (False, True):
+        keras.utils.set_random_seed(7)
+        residual = ResidualNorm("post", dropout=0.3, epsilon=1e-6, dtype=policy)
+        residual.build((16, 9, 48))
+        residual.layer_norm.implementation = implementation
+        residual.layer_norm.gamma.assign(np.linspace(0.5, 1.5, 48))
+        residual.layer_norm.beta.assign(np.linspace(-0.2, 0.2, 48))
+        x, h = tf.constant(inputs[0], residual.compute_dtype), tf.constant(inputs[1], residual.compute_dtype)
+        with tf.GradientTape() as tape:
+            tape.watch([x, h])
+            if fused:
+                y = residual.finish(x, h, training=True)
+            else:
+                y = residual.layer_norm(x + residual.dropout_layer(h, training=True), training=True)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+        results[fused] = [y, *tape.gradient(loss, [x, h, *residual.trainable_weights])]
+    dropped = np.asarray(results[True][2]) == 0  # h's gradient is zero exactly where h was dropped
+    assert 0.2 < dropped.mean() < 0.4
+    for name, separate, fused in zip(("y", "x", "h", "gamma", "beta"), results[False], results[True]):
+        assert np.array_equal(np.asarray(tf.cast(separate, tf.float32)), np.asarray(tf.cast(fused, tf.float32))), name
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS[1:])
+def test_a_native_post_norm_training_step_runs_the_fused_kernel(implementation):
+    residual = ResidualNorm("post", dropout=0.1, epsilon=1e-6)
+    residual.build((2, 3, 48))
+    residual.layer_norm.implementation = implementation
+    x = tf.zeros((2, 3, 48))
+
+    def op_types(training):
+        graph = tf.function(lambda x: residual.finish(x, x, training=training)).get_concrete_function(x).graph
+        return {op.type for op in graph.get_operations()}
+
+    assert "T2tDropoutAddLayerNorm" in op_types(True)
+    assert not {name for name in op_types(False) if name.startswith("T2t")}

@@ -1,6 +1,6 @@
 """C++ kernels for what TensorFlow runs on a CPU as chains of small ops, built on first use.
 
-The `.cc` sources beside this file are compiled against the installed TensorFlow by the
+The `.cc` sources beside this file (and their `.h`) are compiled against the installed TensorFlow by the
 machine's C++ compiler (`$CXX`, else g++), for the machine's own instruction set, into one
 library per source text, TensorFlow, compiler and CPU, kept in `$T2T_KERAS_CACHE` (default
 `$XDG_CACHE_HOME/t2t_keras` or ~/.cache/t2t_keras). The first start on a machine pays ~20 s of
@@ -26,7 +26,8 @@ import tempfile
 
 import tensorflow as tf
 
-SOURCES = ("layer_norm.cc",)
+SOURCES = ("layer_norm.cc", "residual_norm.cc")
+HEADERS = ("row_norm.h",)
 SOURCE_DIR = pathlib.Path(__file__).parent
 BUILD_SECONDS = 600  # a compiler that takes longer is stuck
 
@@ -61,7 +62,7 @@ def build_and_load(compiler_name: str, directory: pathlib.Path):
     try:
         command = _compile_command(compiler)
         key = hashlib.sha256("\n".join([
-            *((SOURCE_DIR / name).read_text() for name in SOURCES), " ".join(command), tf.__version__,
+            *((SOURCE_DIR / name).read_text() for name in SOURCES + HEADERS), " ".join(command), tf.__version__,
             _compiler_version(compiler), _cpu_flags()]).encode()).hexdigest()[:16]
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"ops-{key}.so"
@@ -80,7 +81,7 @@ def _compile_command(compiler: str) -> list:
     # -march=native turns on where the CPU has it; nothing here uses half floats.
     if "__AVX512FP16__" in _predefined_macros(compiler, arch):
         arch.append("-mno-avx512fp16")
-    return [compiler, "-shared", "-fPIC", "-O3", *arch, "-fopenmp-simd", "-Wno-deprecated-declarations",
+    return [compiler, "-shared", "-fPIC", "-O3", *arch, "-fopenmp-simd", "-mprefer-vector-width=512", "-Wno-deprecated-declarations", f"-I{SOURCE_DIR}",
             *(str(SOURCE_DIR / name) for name in SOURCES), *tf.sysconfig.get_compile_flags(),
             *tf.sysconfig.get_link_flags()]
 
