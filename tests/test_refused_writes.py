@@ -29,7 +29,7 @@ from t2t_keras.decoding.file_decoding import window_lines
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams, apply_overrides
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
-from tests.testing import assert_one_line_error
+from tests.testing import SAME_KERNELS_FLAG, assert_one_line_error
 
 pytestmark = pytest.mark.slow
 
@@ -170,7 +170,7 @@ def test_trainer_on_a_full_disk_keeps_the_last_checkpoint_and_a_rerun_ends_as_an
     seeded = ["--problem=translate_ende_multi30k", "--hparams_set=transformer_tiny", f"--data_dir={multi30k_data_dir}",
               "--hparams=hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=512,max_length=64,learning_rate_warmup_steps=20,"
               "layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
-              "--seed=7", "--kernel_choices=loss_layout=columns", "--train_steps=10", "--save_checkpoints_steps=5",
+              "--seed=7", SAME_KERNELS_FLAG, "--train_steps=10", "--save_checkpoints_steps=5",
               "--log_steps=5", "--noevaluate"]
     output_dir, alone = tmp_path / "run", tmp_path / "alone"
     command = _command("trainer", f"--output_dir={output_dir}", *seeded)

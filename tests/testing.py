@@ -17,6 +17,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.kernels import native
+
+
 def seed_generators(name: str) -> None:
     """Python's and NumPy's generators seeded from `name`: Keras initialisers without a seed take
     one from Python's random module, so a random model was another model in each order of the
@@ -29,6 +32,10 @@ def seed_generators(name: str) -> None:
 
 SUM = tf.distribute.ReduceOp.SUM
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The kernel choices of trainer runs a test compares bit for bit: forced, so that no timing can
+# make two runs differ (the native kernels where they build, so that resumes are tested with them).
+SAME_KERNELS = {"loss_layout": "columns", "layer_norm": "native" if native.library() is not None else "graph"}
+SAME_KERNELS_FLAG = "--kernel_choices=" + ",".join(f"{name}={value}" for name, value in SAME_KERNELS.items())
 VOCAB = 60  # the vocabulary of the update tests' hand-made batches
 
 

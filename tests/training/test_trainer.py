@@ -26,7 +26,8 @@ from t2t_keras.training import kernel_choices, trainer
 from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
-from tests.testing import assert_one_line_error, interrupt_while, popen_interruptible, run_side_by_side, seed_generators
+from tests.testing import (SAME_KERNELS, SAME_KERNELS_FLAG, assert_one_line_error, interrupt_while, popen_interruptible,
+                           run_side_by_side, seed_generators)
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=512,max_length=64,learning_rate_warmup_steps=20"
 
@@ -263,7 +264,7 @@ def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_
     and the step of the same run left alone (with --seed and no dropout the data order goes
     on where it stopped); every saved step is evaluated once; run.json's best record, best/'s
     record and its weights agree; nothing temporary is left."""
-    seeded = ["--seed=7", "--kernel_choices=loss_layout=columns", f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
+    seeded = ["--seed=7", SAME_KERNELS_FLAG, f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
               f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=2", "--log_steps=1",
               "--eval_steps=2", "--eval_sentences=0", "--keep_best=loss"]
     output_dir = tmp_path / "run"
@@ -338,7 +339,7 @@ def test_sigterm_and_ctrl_c_save_the_step_they_come_at_and_the_resumed_run_ends_
     """Preemption's SIGTERM between checkpoints, then Ctrl-C in the resumed run: each saves a
     checkpoint of the step it came at and ends in one line with 143 / 130; resumed again, the run
     ends with the weights, Adam's slots and step of the same run left alone (--seed, no dropout)."""
-    seeded = ["--seed=7", "--kernel_choices=loss_layout=columns", f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
+    seeded = ["--seed=7", SAME_KERNELS_FLAG, f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
               f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=12", "--log_steps=1",
               "--noevaluate"]
     output_dir = tmp_path / "run"
@@ -461,7 +462,7 @@ def test_a_branch_continues_the_runs_training_state_and_leaves_it_as_it_was(mult
     untouched; the branch records where it came from and its own checkpoints from step 2.
     Refused: an average (weights only), a step not below --train_steps, both start flags."""
     no_dropout = "layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0,learning_rate_cooldown_steps=3"
-    same = dict(seed=7, kernel_choices={"loss_layout": "columns"})
+    same = dict(seed=7, kernel_choices=SAME_KERNELS)
     _train(tmp_path / "trunk", multi30k_data_dir, 6, no_dropout, **same)
     trunk_before = _training_state(tmp_path / "trunk", 6)
     branch_point = str(tmp_path / "trunk" / "ckpt-2")
@@ -497,7 +498,7 @@ def test_early_residual_dropout_trains_the_first_updates_then_p_drop_takes_over(
     The schedule holds P_drop's layers only (not attention's or the FFN's), changes their rate
     once, and a model whose P_drop is 0 drops out at the early rate while it lasts."""
     base = "attention_dropout=0,relu_dropout=0,layer_prepostprocess_dropout=0.3,layer_prepostprocess_dropout_early=0"
-    same = dict(seed=7, kernel_choices={"loss_layout": "columns"})
+    same = dict(seed=7, kernel_choices=SAME_KERNELS)
     for name, early_steps in (("switched", 2), ("early", 4)):
         seed_generators("the same initial weights")
         _train(tmp_path / name, multi30k_data_dir, 4, f"{base},layer_prepostprocess_dropout_early_steps={early_steps}", **same)
