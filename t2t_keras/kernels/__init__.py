@@ -4,6 +4,7 @@ in tests/kernels), with fewer or cheaper ops on a CPU, or with its gradient writ
     layer_norm.py     layer_norm: LayerNormalization's formula, forward and backward by hand;
                       native_layer_norm, native_dropout_add_layer_norm: the same (and post-norm's
                       dropout + add before it) as one native kernel each way
+    bias_relu.py      native_bias_relu: the FFN's max(0, x + b) as one native kernel each way
     native/           C++ kernels built on first use by the machine's compiler (training only)
     timing.py         best_milliseconds: kernel alternatives timed against each other
     matmul.py         matmul: x @ W whose backward multiplies by a transposed copy of W

@@ -15,8 +15,9 @@ softmax, as every other layer's outputs are) instead of the variables' float32: 
 AMX that is several times faster, where emulated bfloat16 is slower than float32.
 
 Layer normalisation may run as one native kernel each way (`layer_norm=native`,
-kernels/native/; post-norm's dropout and residual add inside the same kernel) where those
-kernels could be built on the machine; else it is not offered.
+kernels/native/; post-norm's dropout and residual add inside the same kernel), and so may the
+FFN's bias + ReLU (`bias_relu=native`), where those kernels could be built on the machine; else
+they are not offered.
 """
 
 from __future__ import annotations
@@ -24,15 +25,18 @@ from __future__ import annotations
 from absl import logging
 
 from t2t_keras.errors import UsageError
-from t2t_keras.kernels import layer_norm, native, output_loss
+from t2t_keras.kernels import bias_relu, layer_norm, native, output_loss
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.normalization import LayerNorm
 
 # name -> the values it may take; each is an attribute of the model's layers, set by `apply`.
 # In this order: the layout is timed in the products' dtype chosen first.
 ALTERNATIVES = {"loss_products": ("variable", "compute"), "loss_layout": output_loss.LAYOUTS,
-                "layer_norm": layer_norm.IMPLEMENTATIONS}
+                "layer_norm": layer_norm.IMPLEMENTATIONS, "bias_relu": bias_relu.IMPLEMENTATIONS}
+# The native kernels' choices: name -> the layers whose `implementation` it sets.
+NATIVE = {"layer_norm": LayerNorm, "bias_relu": Dense}
 # What a run started before a choice existed computed: its resumes keep that.
-BEFORE_THE_CHOICE = {"loss_products": "variable", "layer_norm": "graph"}
+BEFORE_THE_CHOICE = {"loss_products": "variable", "layer_norm": "graph", "bias_relu": "graph"}
 MEASURED_ROWS = 1024  # the measurement's [tokens, vocab] product is capped at these sizes
 MEASURED_VOCAB = 8192
 
@@ -64,8 +68,8 @@ def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None)
     for name in ALTERNATIVES:
         options = _options(name, model)
         if name in forced:
-            if name == "layer_norm" and forced[name] not in options:
-                raise UsageError(f"--kernel_choices: layer_norm={forced[name]} is not available here: "
+            if name in NATIVE and forced[name] not in options:
+                raise UsageError(f"--kernel_choices: {name}={forced[name]} is not available here: "
                                  f"{native.unavailable_reason()}.")
             record[name], how[name] = forced[name], "forced"
         elif kept.get(name) in options:
@@ -92,9 +96,9 @@ def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None)
 def apply(model, record: dict) -> None:
     """Sets the chosen values on the layers that read them."""
     for name, value in record.items():
-        if name == "layer_norm":
+        if name in NATIVE:
             for layer in model._flatten_layers():
-                if isinstance(layer, LayerNorm):
+                if isinstance(layer, NATIVE[name]):
                     layer.implementation = value
         elif name in ALTERNATIVES:
             setattr(model.softmax_projection, name, value)
@@ -102,11 +106,11 @@ def apply(model, record: dict) -> None:
 
 def _options(name: str, model) -> tuple:
     """The values of `name` that differ on this model: the products' dtypes only under mixed
-    precision; the native layer norm only where its kernels were built."""
+    precision; the native kernels only where they were built."""
     projection = model.softmax_projection
     if name == "loss_products" and projection.compute_dtype == projection.embeddings.dtype:
         return ("variable",)
-    if name == "layer_norm" and native.library() is None:
+    if name in NATIVE and native.library() is None:
         return ("graph",)
     return ALTERNATIVES[name]
 
@@ -132,7 +136,9 @@ class _Timings:
             return {value: min(self.layouts(model, hparams, dtype).values()) for value, dtype in dtypes.items()}
         if name == "loss_layout":
             return self.layouts(model, hparams, projection.products_dtype())
+        rows = min(hparams.tokens_per_batch, MEASURED_ROWS)
         if name == "layer_norm":
-            return layer_norm.implementation_timings(min(hparams.tokens_per_batch, MEASURED_ROWS), projection.hidden_size,
-                                                     dtype=projection.compute_dtype)
+            return layer_norm.implementation_timings(rows, projection.hidden_size, dtype=projection.compute_dtype)
+        if name == "bias_relu":
+            return bias_relu.implementation_timings(rows, hparams.filter_size, dtype=projection.compute_dtype)
         raise KeyError(name)

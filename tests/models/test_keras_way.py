@@ -52,7 +52,7 @@ def _trainer_losses(caplog, data_dir, output_dir, hparams):
     seed_generators("fit_and_trainer")
     settings = trainer.RunSettings(
         output_dir=str(output_dir), data_dir=data_dir, train_steps=FIT_STEPS, save_checkpoints_steps=FIT_STEPS,
-        log_steps=1, evaluate=False, seed=1, kernel_choices={"loss_layout": "rows", "layer_norm": "graph"},
+        log_steps=1, evaluate=False, seed=1, kernel_choices={"loss_layout": "rows", "layer_norm": "graph", "bias_relu": "graph"},
     )
     with caplog.at_level(logging.INFO, logger="absl"):  # whatever level an earlier test left absl's logger at
         trainer.train(registry.problem("translate_ende_multi30k"), hparams, settings, tf.distribute.OneDeviceStrategy("/cpu:0"))

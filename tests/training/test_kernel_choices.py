@@ -7,7 +7,7 @@ import tensorflow as tf
 from t2t_keras.errors import UsageError
 from t2t_keras.kernels import native
 from t2t_keras.kernels.output_loss import LAYOUTS
-from t2t_keras.layers import LayerNorm
+from t2t_keras.layers import Dense, LayerNorm
 from t2t_keras.training import kernel_choices
 from tests.testing import build_train_step, cycle, global_batch, update_hparams
 
@@ -16,21 +16,21 @@ def test_parse_accepts_the_choices_and_names_the_flag_otherwise():
     assert kernel_choices.parse("") == {}
     assert kernel_choices.parse("loss_layout=columns") == {"loss_layout": "columns"}
     for bad in ("loss_layout=diagonal", "layout=columns", "loss_layout"):
-        with pytest.raises(UsageError, match=r"^--kernel_choices: .* is not a choice; the choices are loss_products=variable\|compute; loss_layout=rows\|rows_copy\|columns\|rows_in_chunks; layer_norm=graph\|native\.$"):
+        with pytest.raises(UsageError, match=r"^--kernel_choices: .* is not a choice; the choices are loss_products=variable\|compute; loss_layout=rows\|rows_copy\|columns\|rows_in_chunks; layer_norm=graph\|native; bias_relu=graph\|native\.$"):
             kernel_choices.parse(bad)
 
 
 class _CountingMeasure:
-    """The loss layouts' timings given, the layer norm's native faster."""
+    """The loss layouts' timings given, the native kernels faster."""
 
-    LAYER_NORM = {"graph": 2.0, "native": 1.0}
+    NATIVE = {"graph": 2.0, "native": 1.0}
 
     def __init__(self, timings):
         self.timings, self.calls = timings, []
 
     def __call__(self, name, model, hparams):
         self.calls.append(name)
-        return dict(self.LAYER_NORM if name == "layer_norm" else self.timings)
+        return dict(self.NATIVE if name in kernel_choices.NATIVE else self.timings)
 
 
 def _model(**changes):
@@ -42,18 +42,19 @@ def test_the_fastest_is_chosen_set_on_the_model_and_recorded():
     """In float32 the products' dtype has one value (not timed); the layout is timed."""
     model, measure = _model(), _CountingMeasure({"rows": 3.0, "rows_copy": 2.0, "columns": 2.5})
     record = kernel_choices.choose(model, update_hparams(), {}, measure=measure)
-    assert measure.calls == ["loss_layout", "layer_norm"]
-    assert record == {"loss_products": "variable", "loss_layout": "rows_copy", "layer_norm": "native",
-                      "measured_ms": {"loss_layout": measure.timings, "layer_norm": measure.LAYER_NORM}}
+    assert measure.calls == ["loss_layout", "layer_norm", "bias_relu"]
+    assert record == {"loss_products": "variable", "loss_layout": "rows_copy", "layer_norm": "native", "bias_relu": "native",
+                      "measured_ms": {"loss_layout": measure.timings, "layer_norm": measure.NATIVE, "bias_relu": measure.NATIVE}}
     assert model.softmax_projection.loss_layout == "rows_copy"
-    assert {layer.implementation for layer in model._flatten_layers() if isinstance(layer, LayerNorm)} == {"native"}
+    assert {layer.implementation for layer in model._flatten_layers() if isinstance(layer, (LayerNorm, Dense))} == {"native"}
 
 
 def test_under_mixed_precision_the_products_dtype_is_timed_first():
     model = _model(mixed_precision="mixed_bfloat16")
     measure = lambda name, model, hparams: {"loss_products": {"variable": 5.0, "compute": 2.0},
                                             "loss_layout": {"rows": 2.0, "rows_in_chunks": 1.0},
-                                            "layer_norm": {"graph": 1.0, "native": 2.0}}[name]
+                                            "layer_norm": {"graph": 1.0, "native": 2.0},
+                                            "bias_relu": {"graph": 1.0, "native": 2.0}}[name]
     record = kernel_choices.choose(model, update_hparams(), {}, measure=measure)
     assert (record["loss_products"], record["loss_layout"]) == ("compute", "rows_in_chunks")
     assert model.softmax_projection.products_dtype() == "bfloat16"
@@ -63,11 +64,11 @@ def test_under_mixed_precision_the_products_dtype_is_timed_first():
 
 def test_forced_and_kept_choices_are_not_measured():
     model, measure = _model(), _CountingMeasure({"rows": 1.0, "rows_copy": 2.0, "columns": 3.0})
-    forced = {"loss_layout": "columns", "layer_norm": "graph"}
+    forced = {"loss_layout": "columns", "layer_norm": "graph", "bias_relu": "graph"}
     record = kernel_choices.choose(model, update_hparams(), forced, measure=measure)
     assert measure.calls == [] and record == {"loss_products": "variable", **forced}
     assert model.softmax_projection.loss_layout == "columns"
-    kept = {"loss_products": "variable", "loss_layout": "rows_copy", "layer_norm": "native",
+    kept = {"loss_products": "variable", "loss_layout": "rows_copy", "layer_norm": "native", "bias_relu": "native",
             "measured_ms": {"loss_layout": {"rows": 9.0, "rows_copy": 1.0, "columns": 5.0}}}
     assert kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure) == kept
     assert measure.calls == [] and model.softmax_projection.loss_layout == "rows_copy"
@@ -81,7 +82,7 @@ def test_a_run_started_before_a_choice_existed_keeps_what_it_computed():
     kept = {"loss_layout": "rows", "measured_ms": {"loss_layout": {"rows": 1.0}}}
     record = kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure)
     assert measure.calls == [] and record["loss_products"] == "variable" and record["loss_layout"] == "rows"
-    assert record["layer_norm"] == "graph"
+    assert record["layer_norm"] == record["bias_relu"] == "graph"
 
 
 def test_the_native_layer_norm_is_offered_only_where_it_was_built(monkeypatch):
@@ -96,7 +97,7 @@ def test_the_native_layer_norm_is_offered_only_where_it_was_built(monkeypatch):
         kernel_choices.choose(model, update_hparams(), {"layer_norm": "native"}, measure=measure)
     kept = {"loss_products": "variable", "loss_layout": "rows", "layer_norm": "native"}
     assert kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure)["layer_norm"] == "graph"
-    assert {layer.implementation for layer in model._flatten_layers() if isinstance(layer, LayerNorm)} == {"graph"}
+    assert {layer.implementation for layer in model._flatten_layers() if isinstance(layer, (LayerNorm, Dense))} == {"graph"}
 
 
 def test_a_forced_layout_gives_the_same_loss_trajectory():
@@ -138,9 +139,10 @@ def test_bfloat16_products_train_as_float32_ones_to_bfloat16_rounding():
 
 
 @pytest.mark.parametrize("policy, tolerance", [("float32", 1e-5), ("mixed_bfloat16", 1e-2)])
-def test_the_native_layer_norm_trains_as_the_graph_one(policy, tolerance):
-    """Five updates from the same weights on the same batches with each layer norm: the losses
-    agree to float rounding (bfloat16's, under mixed precision) and fall."""
+def test_the_native_kernels_train_as_the_graph_ones(policy, tolerance):
+    """Five updates from the same weights on the same batches with the native layer norm and
+    bias + ReLU and with the graph's: the losses agree to float rounding (bfloat16's, under
+    mixed precision) and fall."""
     assert native.library() is not None, native.unavailable_reason()
     hparams = update_hparams(mixed_precision=policy)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
@@ -148,7 +150,7 @@ def test_the_native_layer_norm_trains_as_the_graph_one(policy, tolerance):
     for implementation in ("graph", "native"):
         model, step = build_train_step(strategy, hparams, initial)
         initial = initial or model.get_weights()
-        kernel_choices.apply(model, {"layer_norm": implementation, "loss_layout": "rows"})
+        kernel_choices.apply(model, {"layer_norm": implementation, "bias_relu": implementation, "loss_layout": "rows"})
         iterator = iter(strategy.distribute_datasets_from_function(lambda context: cycle(global_batch())))
         losses[implementation] = [float(step.update(iterator)[0]) for _ in range(5)]
     assert losses["native"][-1] < losses["native"][0]

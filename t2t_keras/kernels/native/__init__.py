@@ -26,8 +26,8 @@ import tempfile
 
 import tensorflow as tf
 
-SOURCES = ("layer_norm.cc", "residual_norm.cc")
-HEADERS = ("row_norm.h",)
+SOURCES = ("layer_norm.cc", "residual_norm.cc", "bias_relu.cc")
+HEADERS = ("rows.h", "row_norm.h")
 SOURCE_DIR = pathlib.Path(__file__).parent
 BUILD_SECONDS = 600  # a compiler that takes longer is stuck
 
