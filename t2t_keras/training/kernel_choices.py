@@ -64,6 +64,9 @@ def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None)
     """
     measure = measure or _Timings()
     kept = kept or {}
+    if native.library() is None:
+        logging.warning("Kernel choices: the native kernels are not available here (%s); TensorFlow's ops run "
+                        "in their place (the same values, a slower step).", native.unavailable_reason())
     record, measured, how = {}, dict(kept.get("measured_ms", {})), {}
     for name in ALTERNATIVES:
         options = _options(name, model)

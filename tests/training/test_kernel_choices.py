@@ -85,14 +85,15 @@ def test_a_run_started_before_a_choice_existed_keeps_what_it_computed():
     assert record["layer_norm"] == record["bias_relu"] == "graph"
 
 
-def test_the_native_layer_norm_is_offered_only_where_it_was_built(monkeypatch):
-    """Where the native kernels could not be built: not timed, refused when forced (naming
-    why), and a run that chose it on another machine resumes with the graph kernels."""
+def test_the_native_layer_norm_is_offered_only_where_it_was_built(monkeypatch, caplog):
+    """Where the native kernels could not be built: not timed, the trainer says why, refused
+    when forced (naming why), and a run that chose it on another machine resumes with the graph kernels."""
     monkeypatch.setattr(native, "library", lambda: None)
     monkeypatch.setattr(native, "unavailable_reason", lambda: "no C++ compiler ('g++' is not on PATH; set CXX to one)")
     model, measure = _model(), _CountingMeasure({"rows": 1.0, "rows_copy": 2.0, "columns": 3.0})
     assert kernel_choices.choose(model, update_hparams(), {}, measure=measure)["layer_norm"] == "graph"
     assert measure.calls == ["loss_layout"]
+    assert any("native kernels are not available here (no C++ compiler" in record.getMessage() for record in caplog.records)
     with pytest.raises(UsageError, match=r"^--kernel_choices: layer_norm=native is not available here: no C\+\+ compiler"):
         kernel_choices.choose(model, update_hparams(), {"layer_norm": "native"}, measure=measure)
     kept = {"loss_products": "variable", "loss_layout": "rows", "layer_norm": "native"}

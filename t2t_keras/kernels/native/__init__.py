@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 
 import tensorflow as tf
+from absl import logging
 
 SOURCES = ("layer_norm.cc", "residual_norm.cc", "bias_relu.cc")
 HEADERS = ("rows.h", "row_norm.h")
@@ -69,6 +70,7 @@ def build_and_load(compiler_name: str, directory: pathlib.Path):
         with open(directory / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not target.exists():
+                logging.info("Building the native kernels for this machine into %s (once; ~20 s).", target)
                 _compile(command, target)
         return tf.load_op_library(str(target)), None
     except (OSError, subprocess.SubprocessError, tf.errors.OpError) as error:
