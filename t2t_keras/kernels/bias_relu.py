@@ -4,9 +4,9 @@
 import tensorflow as tf
 
 from t2t_keras.kernels import native
-from t2t_keras.kernels.timing import best_milliseconds
+from t2t_keras.kernels.timing import chained_forward_backward_ms
 
-IMPLEMENTATIONS = ("graph", "native")
+IMPLEMENTATIONS = native.IMPLEMENTATIONS
 
 
 def native_bias_relu(x, bias):
@@ -27,24 +27,11 @@ def native_bias_relu(x, bias):
 def implementation_timings(rows: int, depth: int, dtype=tf.float32, rounds: int = 3) -> dict:
     """{implementation: ms} of 10 chained forward + backward passes over [rows, depth] x in
     `dtype` (the graph's as `layers.Dense` runs it: the bias cast to x's dtype, add, ReLU), on this
-    machine (`timing.best_milliseconds`); "native" only where it loaded. A fraction of a second."""
+    machine (`timing.chained_forward_backward_ms`); "native" only where it loaded. A fraction of a second."""
     x = tf.random.stateless_normal([rows, depth], seed=(1, 2), dtype=dtype)
     bias = tf.random.stateless_normal([depth], seed=(3, 4))
     functions = {"graph": lambda x, bias: tf.nn.relu(x + tf.cast(bias, x.dtype))}
     if native.library() is not None:
         functions["native"] = native_bias_relu
 
-    def chained(function):
-        @tf.function(autograph=False)
-        def run(x):
-            for _ in range(10):  # each pass feeds the next: nothing for the graph optimiser to share
-                with tf.GradientTape() as tape:
-                    tape.watch([x, bias])
-                    outputs = function(x, bias)
-                dx, dbias = tape.gradient(outputs, [x, bias], output_gradients=outputs)
-                x = outputs - dx + tf.cast(dbias, dx.dtype)
-            return x
-
-        return lambda: run(x).numpy()
-
-    return best_milliseconds({name: chained(function) for name, function in functions.items()}, rounds)
+    return chained_forward_backward_ms(functions, x, [bias], rounds)

@@ -5,9 +5,9 @@ import tensorflow as tf
 
 from t2t_keras.kernels import native
 from t2t_keras.kernels.dropout import keep_scale
-from t2t_keras.kernels.timing import best_milliseconds
+from t2t_keras.kernels.timing import chained_forward_backward_ms
 
-IMPLEMENTATIONS = ("graph", "native")
+IMPLEMENTATIONS = native.IMPLEMENTATIONS
 
 
 def layer_norm(x, gamma, beta, epsilon: float, hand_written_gradient: bool = True):
@@ -85,7 +85,7 @@ def native_dropout_add_layer_norm(x, h, bits, threshold: int, gamma, beta, epsil
 def implementation_timings(rows: int, depth: int, dtype=tf.float32, rounds: int = 3) -> dict:
     """{implementation: ms} of 10 chained forward + backward passes over [rows, depth] x in
     `dtype` (as the layer runs them: the graph one on x cast to float32 and back), on this
-    machine (`timing.best_milliseconds`); "native" only where it loaded. A fraction of a second."""
+    machine (`timing.chained_forward_backward_ms`); "native" only where it loaded. A fraction of a second."""
     x = tf.random.stateless_normal([rows, depth], seed=(1, 2), dtype=dtype)
     gamma = tf.random.stateless_normal([depth], seed=(3, 4))
     beta = tf.random.stateless_normal([depth], seed=(5, 6))
@@ -93,17 +93,4 @@ def implementation_timings(rows: int, depth: int, dtype=tf.float32, rounds: int 
     if native.library() is not None:
         functions["native"] = lambda x, gamma, beta: native_layer_norm(x, gamma, beta, 1e-6)
 
-    def chained(function):
-        @tf.function(autograph=False)
-        def run(x):
-            for _ in range(10):  # each pass feeds the next: nothing for the graph optimiser to share
-                with tf.GradientTape() as tape:
-                    tape.watch([x, gamma, beta])
-                    outputs = function(x, gamma, beta)
-                dx, dgamma, dbeta = tape.gradient(outputs, [x, gamma, beta], output_gradients=outputs)
-                x = outputs + dx + tf.cast(dgamma + dbeta, dx.dtype)
-            return x
-
-        return lambda: run(x).numpy()
-
-    return best_milliseconds({name: chained(function) for name, function in functions.items()}, rounds)
+    return chained_forward_backward_ms(functions, x, [gamma, beta], rounds)

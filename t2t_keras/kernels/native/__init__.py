@@ -31,6 +31,8 @@ SOURCES = ("layer_norm.cc", "residual_norm.cc", "bias_relu.cc")
 HEADERS = ("rows.h", "row_norm.h")
 SOURCE_DIR = pathlib.Path(__file__).parent
 BUILD_SECONDS = 600  # a compiler that takes longer is stuck
+# What a kernel choice between a TensorFlow-ops kernel and its native twin can take.
+IMPLEMENTATIONS = ("graph", "native")
 
 
 def library():
