@@ -32,10 +32,7 @@ class LayerNormOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(2, rows_shape, &inverse_std));
     const int64_t rows = depth == 0 ? 0 : x.NumElements() / depth;
     const T* x_data = x.flat<T>().data();
-    auto load = [&](int64_t r, float* row) {
-      const T* in = x_data + r * depth;
-      for (int64_t i = 0; i < depth; ++i) row[i] = ToFloat(in[i]);
-    };
+    auto load = [&](int64_t r, float* row) { LoadRow(x_data, depth, r, row); };
     NormalizeRows(context, rows, depth, load, gamma.flat<float>().data(), beta.flat<float>().data(), epsilon_,
                   y->flat<T>().data(), mean->flat<float>().data(), inverse_std->flat<float>().data());
   }
@@ -64,10 +61,7 @@ class LayerNormGradOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(2, gamma.shape(), &dbeta));
     const T* x_data = x.flat<T>().data();
     T* dx_data = dx->flat<T>().data();
-    auto load = [&](int64_t r, float* row) {
-      const T* in = x_data + r * depth;
-      for (int64_t i = 0; i < depth; ++i) row[i] = ToFloat(in[i]);
-    };
+    auto load = [&](int64_t r, float* row) { LoadRow(x_data, depth, r, row); };
     auto store = [&](int64_t r, const float* gradient) {
       T* out = dx_data + r * depth;
       for (int64_t i = 0; i < depth; ++i) out[i] = FromFloat<T>(gradient[i]);

@@ -20,11 +20,26 @@ struct DropoutMask {
   float scale;
 };
 
+// Row r of x + dropout(h) as float32, rounded at each step as the graph's ops round it: the
+// forward normalises these rows, the backward recomputes them (the sum is never written).
 template <typename T>
-inline float ResidualSum(T x, T h, uint16_t bits, const DropoutMask& mask, float scale) {
-  const float dropped = bits >= mask.threshold ? RoundedTo<T>(ToFloat(h) * scale) : 0.f;
-  return RoundedTo<T>(ToFloat(x) + dropped);
-}
+struct ResidualRows {
+  const T *x, *h;
+  const uint16_t* bits;
+  int64_t depth;
+  DropoutMask mask;
+  float scale = RoundedTo<T>(mask.scale);
+
+  void operator()(int64_t r, float* row) const {
+    const int64_t offset = r * depth;
+    const int threshold = mask.threshold;
+    const float kept_scale = scale;
+    for (int64_t i = 0; i < depth; ++i) {
+      const float kept = RoundedTo<T>(ToFloat(h[offset + i]) * kept_scale);  // read whatever the bits: vectorises
+      row[i] = RoundedTo<T>(ToFloat(x[offset + i]) + (bits[offset + i] >= threshold ? kept : 0.f));
+    }
+  }
+};
 
 tensorflow::Status ReadMask(tensorflow::OpKernelConstruction* context, DropoutMask* mask) {
   TF_RETURN_IF_ERROR(context->GetAttr("threshold", &mask->threshold));
@@ -61,16 +76,7 @@ class DropoutAddLayerNormOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(1, rows_shape, &mean));
     OP_REQUIRES_OK(context, context->allocate_output(2, rows_shape, &inverse_std));
     const int64_t rows = depth == 0 ? 0 : x.NumElements() / depth;
-    const T *x_data = x.flat<T>().data(), *h_data = h.flat<T>().data();
-    const uint16_t* bits_data = bits.flat<uint16_t>().data();
-    const DropoutMask mask = mask_;
-    const float scale = RoundedTo<T>(mask.scale);
-    auto load = [&](int64_t r, float* row) {
-      const int64_t offset = r * depth;
-      for (int64_t i = 0; i < depth; ++i) {
-        row[i] = ResidualSum(x_data[offset + i], h_data[offset + i], bits_data[offset + i], mask, scale);
-      }
-    };
+    const ResidualRows<T> load{x.flat<T>().data(), h.flat<T>().data(), bits.flat<uint16_t>().data(), depth, mask_};
     NormalizeRows(context, rows, depth, load, gamma.flat<float>().data(), beta.flat<float>().data(), epsilon_,
                   y->flat<T>().data(), mean->flat<float>().data(), inverse_std->flat<float>().data());
   }
@@ -103,17 +109,11 @@ class DropoutAddLayerNormGradOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(1, x.shape(), &dh));
     OP_REQUIRES_OK(context, context->allocate_output(2, gamma.shape(), &dgamma));
     OP_REQUIRES_OK(context, context->allocate_output(3, gamma.shape(), &dbeta));
-    const T *x_data = x.flat<T>().data(), *h_data = h.flat<T>().data();
-    const uint16_t* bits_data = bits.flat<uint16_t>().data();
+    const ResidualRows<T> load{x.flat<T>().data(), h.flat<T>().data(), bits.flat<uint16_t>().data(), depth, mask_};
+    const uint16_t* bits_data = load.bits;
     T *dx_data = dx->flat<T>().data(), *dh_data = dh->flat<T>().data();
     const DropoutMask mask = mask_;
-    const float scale = RoundedTo<T>(mask.scale);
-    auto load = [&](int64_t r, float* row) {
-      const int64_t offset = r * depth;
-      for (int64_t i = 0; i < depth; ++i) {
-        row[i] = ResidualSum(x_data[offset + i], h_data[offset + i], bits_data[offset + i], mask, scale);
-      }
-    };
+    const float scale = load.scale;
     // d(x + dropout(h)) = dsum to x, dsum * mask to h, each rounded to T as the graph's are.
     auto store = [&](int64_t r, const float* gradient) {
       const uint16_t* row_bits = bits_data + r * depth;

@@ -55,29 +55,35 @@ inline void ParallelFor(tensorflow::OpKernelContext* context, int64_t units, int
   context->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(units, cost_per_unit, work);
 }
 
+// Row r of a [rows, depth] tensor as float32: what the row-wise kernels load.
+template <typename T>
+inline void LoadRow(const T* data, int64_t depth, int64_t r, float* row) {
+  const T* in = data + r * depth;
+  for (int64_t i = 0; i < depth; ++i) row[i] = ToFloat(in[i]);
+}
+
 // The sum over rows of the `width` values row_values(r, float* values) fills for each row r (and
 // whatever else it does with the row), into total[width]: rows in kGradientBlocks fixed blocks
 // in parallel, the blocks' sums added in block order.
 template <typename RowValues>
 void SumRowsInBlocks(tensorflow::OpKernelContext* context, int64_t rows, int64_t width, int64_t cost_per_row,
                      const RowValues& row_values, float* total) {
-  const int64_t depth = width;
   const int64_t blocks = std::min<int64_t>(kGradientBlocks, std::max<int64_t>(rows, 1));
   const int64_t rows_per_block = (rows + blocks - 1) / blocks;
-  std::vector<float> partial(blocks * depth, 0.f);
+  std::vector<float> partial(blocks * width, 0.f);
   ParallelFor(context, blocks, cost_per_row * rows_per_block, [&](int64_t first_block, int64_t end_block) {
-    std::vector<float> values(depth);
+    std::vector<float> values(width);
     for (int64_t block = first_block; block < end_block; ++block) {
-      float* block_sum = partial.data() + block * depth;
+      float* block_sum = partial.data() + block * width;
       for (int64_t r = block * rows_per_block, end = std::min(rows, (block + 1) * rows_per_block); r < end; ++r) {
         row_values(r, values.data());
-        for (int64_t i = 0; i < depth; ++i) block_sum[i] += values[i];
+        for (int64_t i = 0; i < width; ++i) block_sum[i] += values[i];
       }
     }
   });
-  for (int64_t i = 0; i < depth; ++i) {
+  for (int64_t i = 0; i < width; ++i) {
     float sum = 0.f;
-    for (int64_t block = 0; block < blocks; ++block) sum += partial[block * depth + i];
+    for (int64_t block = 0; block < blocks; ++block) sum += partial[block * width + i];
     total[i] = sum;
   }
 }
