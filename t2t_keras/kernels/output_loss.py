@@ -11,6 +11,7 @@ preferred a transposed copy of the table's gradient (docs/results/training_speed
 
 import tensorflow as tf
 
+from t2t_keras.kernels import native
 from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy, smoothing_weights
 from t2t_keras.kernels.matmul import transposed_copy
 from t2t_keras.kernels.timing import best_milliseconds
@@ -23,7 +24,10 @@ from t2t_keras.kernels.timing import best_milliseconds
 #   (softmax, normaliser, sums, gradient) stay in the core's cache; the forward writes the
 #   gradient before the per-token weights (softmax - smoothed targets, in the table's dtype), and
 #   the backward applies the weights to the [N, d] sides of its two products, not to [N, V].
-LAYOUTS = ("rows", "rows_copy", "columns", "rows_in_chunks")
+# native_rows, native_rows_in_chunks: rows and rows_in_chunks with each chunk's loss and gradient
+#   from one native kernel (kernels/native/cross_entropy.cc); offered only where it was built.
+LAYOUTS = ("rows", "rows_copy", "columns", "rows_in_chunks", "native_rows", "native_rows_in_chunks")
+NATIVE_LAYOUTS = ("native_rows", "native_rows_in_chunks")
 CHUNK_ROWS = 128  # fastest of 64, 128 and 256 (bf16 products, d_model 256, 8192 pieces, AMX): 4 MB of float32 logits
 
 
@@ -34,8 +38,8 @@ def projected_cross_entropy(states, table, targets, label_smoothing: float, layo
     `cross_entropy.smoothed_cross_entropy(targets, states @ table^T, label_smoothing)` in every
     layout (tests/kernels/test_output_loss.py); the gradient flows to states and table.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"projected_cross_entropy: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}.")
+    if layout not in available_layouts():
+        raise ValueError(f"projected_cross_entropy: layout must be one of {', '.join(available_layouts())} here, got {layout!r}.")
     return _LOSSES[layout](float(label_smoothing))(states, table, tf.cast(targets, tf.int32))
 
 
@@ -89,40 +93,65 @@ def _columns(label_smoothing: float):
     return loss
 
 
-def _rows_in_chunks(label_smoothing: float):
+def _graph_chunk_loss(logits, targets, off_value, on_weight, label_smoothing: float):
+    """(losses [n] float32, d loss / d logits [n, V] in logits' dtype, before the upstream
+    weights) of one chunk's logits, by TensorFlow's ops."""
+    rows = tf.shape(logits)[0]
+    logits_f32 = tf.cast(logits, tf.float32)
+    probs = tf.nn.softmax(logits_f32)
+    # log sum exp = the largest logit - log of the largest probability (at least 1 / V)
+    normalizers = tf.reduce_max(logits_f32, axis=1) - tf.math.log(tf.reduce_max(probs, axis=1))
+    losses = normalizers - on_weight * tf.gather(logits_f32, targets, batch_dims=1)
+    if label_smoothing:
+        losses -= off_value * tf.reduce_sum(logits_f32, axis=1)
+    target_cells = tf.stack([tf.range(rows), targets], axis=1)
+    unweighted = tf.tensor_scatter_nd_sub(probs - off_value, target_cells, tf.fill([rows], on_weight))
+    return losses, tf.cast(unweighted, logits.dtype)
+
+
+def _native_chunk_loss(logits, targets, off_value, on_weight, label_smoothing: float):
+    """`_graph_chunk_loss` as one native kernel (kernels/native/cross_entropy.cc): one read of
+    the logits, one write of the gradient."""
+    losses, unweighted = native.library().t2t_smoothed_cross_entropy(logits, targets, off_value, on_weight)
+    return losses, unweighted
+
+
+def _rows_in_chunks(label_smoothing: float, chunk_loss=_graph_chunk_loss, chunk_rows: int = CHUNK_ROWS):
+    """The rows layout a chunk of `chunk_rows` rows at a time (all rows at once if None), each
+    chunk's loss and unweighted gradient from `chunk_loss`; the backward weights the [N, d]
+    sides of its two products."""
+
     @tf.custom_gradient
     def loss(states, table, targets):
         rows, vocab_size = tf.shape(states)[0], tf.shape(table)[0]
         off_value, on_weight = smoothing_weights(label_smoothing, vocab_size)
-        chunks = (rows + CHUNK_ROWS - 1) // CHUNK_ROWS
-        padding = chunks * CHUNK_ROWS - rows  # zero states: their gradient rows meet zero weights
-        padded_states = tf.pad(states, [[0, padding], [0, 0]])
+        if chunk_rows is None:
+            padding, padded_states = 0, states
+            losses, unweighted = chunk_loss(tf.matmul(states, table, transpose_b=True), targets, off_value, on_weight,
+                                            label_smoothing)
+        else:
+            chunks = (rows + chunk_rows - 1) // chunk_rows
+            padding = chunks * chunk_rows - rows  # zero states: their gradient rows meet zero weights
+            padded_states = tf.pad(states, [[0, padding], [0, 0]])
 
-        def chunk_loss(chunk):
-            chunk_states, chunk_targets = chunk
-            logits = tf.cast(tf.matmul(chunk_states, table, transpose_b=True), tf.float32)
-            probs = tf.nn.softmax(logits)
-            # log sum exp = the largest logit - log of the largest probability (at least 1 / V)
-            normalizers = tf.reduce_max(logits, axis=1) - tf.math.log(tf.reduce_max(probs, axis=1))
-            losses = normalizers - on_weight * tf.gather(logits, chunk_targets, batch_dims=1)
-            if label_smoothing:
-                losses -= off_value * tf.reduce_sum(logits, axis=1)
-            target_cells = tf.stack([tf.range(CHUNK_ROWS), chunk_targets], axis=1)
-            unweighted = tf.tensor_scatter_nd_sub(probs - off_value, target_cells, tf.fill([CHUNK_ROWS], on_weight))
-            return losses, tf.cast(unweighted, table.dtype)
+            def one_chunk(chunk):
+                chunk_states, chunk_targets = chunk
+                return chunk_loss(tf.matmul(chunk_states, table, transpose_b=True), chunk_targets, off_value, on_weight,
+                                  label_smoothing)
 
-        losses, unweighted = tf.map_fn(
-            chunk_loss,
-            (tf.reshape(padded_states, [chunks, CHUNK_ROWS, -1]), tf.reshape(tf.pad(targets, [[0, padding]]), [chunks, CHUNK_ROWS])),
-            fn_output_signature=(tf.float32, table.dtype), parallel_iterations=2)
-        unweighted = tf.reshape(unweighted, [chunks * CHUNK_ROWS, vocab_size])  # d loss_n / d logits_n
+            losses, unweighted = tf.map_fn(
+                one_chunk,
+                (tf.reshape(padded_states, [chunks, chunk_rows, -1]), tf.reshape(tf.pad(targets, [[0, padding]]), [chunks, chunk_rows])),
+                fn_output_signature=(tf.float32, table.dtype), parallel_iterations=2)
+            losses = tf.reshape(losses, [-1])[:rows]
+            unweighted = tf.reshape(unweighted, [chunks * chunk_rows, vocab_size])  # d loss_n / d logits_n
 
         def gradient(upstream):
             weights = tf.cast(tf.pad(upstream, [[0, padding]])[:, None], table.dtype)
             dstates = tf.matmul(unweighted, table) * weights
             return dstates[:rows], tf.matmul(unweighted, padded_states * weights, transpose_a=True), None
 
-        return tf.reshape(losses, [-1])[:rows], gradient
+        return losses, gradient
 
     return loss
 
@@ -179,11 +208,18 @@ _LOSSES = {
     "rows_copy": lambda eps: _rows(eps, logits_with_copied_table_gradient),
     "columns": _columns,
     "rows_in_chunks": _rows_in_chunks,
+    "native_rows": lambda eps: _rows_in_chunks(eps, _native_chunk_loss, chunk_rows=None),
+    "native_rows_in_chunks": lambda eps: _rows_in_chunks(eps, _native_chunk_loss),
 }
 
 
+def available_layouts() -> tuple:
+    """LAYOUTS that run here: the native ones only where `native.library()` loaded."""
+    return tuple(layout for layout in LAYOUTS if layout not in NATIVE_LAYOUTS or native.library() is not None)
+
+
 def layout_timings(rows: int, hidden_size: int, vocab_size: int, dtype=tf.float32, rounds: int = 3) -> dict:
-    """Milliseconds of one forward + backward of each layout at [rows, hidden_size] x
+    """Milliseconds of one forward + backward of each available layout at [rows, hidden_size] x
     [vocab_size, hidden_size] on this machine (`timing.best_milliseconds`). Random inputs; a few
     seconds at 1024 x 512 x 8192 on 2 cores."""
     states = tf.random.stateless_normal([rows, hidden_size], seed=(1, 2), dtype=dtype)
@@ -204,4 +240,4 @@ def layout_timings(rows: int, hidden_size: int, vocab_size: int, dtype=tf.float3
         run = forward_backward_of(layout)
         return lambda: [gradient.numpy() for gradient in run(states, table, targets)]
 
-    return best_milliseconds({layout: finished(layout) for layout in LAYOUTS}, rounds)
+    return best_milliseconds({layout: finished(layout) for layout in available_layouts()}, rounds)

@@ -16,8 +16,9 @@ AMX that is several times faster, where emulated bfloat16 is slower than float32
 
 Layer normalisation may run as one native kernel each way (`layer_norm=native`,
 kernels/native/; post-norm's dropout and residual add inside the same kernel), and so may the
-FFN's bias + ReLU (`bias_relu=native`), where those kernels could be built on the machine; else
-they are not offered.
+FFN's bias + ReLU (`bias_relu=native`) and the output layer's softmax cross-entropy
+(`loss_layout=native_rows|native_rows_in_chunks`), where those kernels could be built on the
+machine; else they are not offered.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None)
     for name in ALTERNATIVES:
         options = _options(name, model)
         if name in forced:
-            if name in NATIVE and forced[name] not in options:
+            if forced[name] not in options and _is_native(name, forced[name]):
                 raise UsageError(f"--kernel_choices: {name}={forced[name]} is not available here: "
                                  f"{native.unavailable_reason()}.")
             record[name], how[name] = forced[name], "forced"
@@ -115,7 +116,13 @@ def _options(name: str, model) -> tuple:
         return ("variable",)
     if name in NATIVE and native.library() is None:
         return ("graph",)
+    if name == "loss_layout":
+        return output_loss.available_layouts()
     return ALTERNATIVES[name]
+
+
+def _is_native(name: str, value: str) -> bool:
+    return (name in NATIVE and value == "native") or (name == "loss_layout" and value in output_loss.NATIVE_LAYOUTS)
 
 
 class _Timings:

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
+from t2t_keras.kernels import native, output_loss
+from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy, smoothing_weights
 from t2t_keras.kernels.output_loss import CHUNK_ROWS, LAYOUTS, layout_timings, projected_cross_entropy, projected_rdrop_loss
 
 
@@ -73,6 +74,35 @@ def test_rdrop_loss_equals_the_formula_by_autodiff(dtype, tolerance, label_smoot
     total, gradients = _loss_and_gradients(
         lambda s, t: projected_rdrop_loss(s, t, targets, label_smoothing, alpha), states, table, weights)
     _assert_matches(total, gradients, expected, expected_gradients, tolerance)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_the_native_chunk_loss_equals_the_graph_one(dtype):
+    """Logits over a wide range (exponentials from 1 down to underflow), the target anywhere:
+    the native kernel's losses and unweighted gradient equal the graph's to float32 rounding
+    (its exponential is a polynomial within 2 ulp), the gradient in the logits' dtype."""
+    assert native.library() is not None, native.unavailable_reason()
+    rng = np.random.default_rng(2)
+    logits = tf.constant(rng.normal(size=(70, 1000)) * 12.0, dtype)
+    targets = tf.constant(rng.integers(0, 1000, 70), tf.int32)
+    off_value, on_weight = smoothing_weights(0.1, 1000)
+    native_losses, native_gradient = output_loss._native_chunk_loss(logits, targets, off_value, on_weight, 0.1)
+    graph_losses, graph_gradient = output_loss._graph_chunk_loss(logits, targets, off_value, on_weight, 0.1)
+    assert native_gradient.dtype == graph_gradient.dtype == dtype and native_losses.dtype == tf.float32
+    np.testing.assert_allclose(native_losses, graph_losses, rtol=1e-6)
+    # float32: to a few ulp of each probability; bfloat16: the same rounding, or one bfloat16 ulp apart
+    atol, rtol = (1e-7, 1e-5) if dtype == tf.float32 else (1e-7, 2**-7)
+    np.testing.assert_allclose(tf.cast(native_gradient, tf.float32), tf.cast(graph_gradient, tf.float32), atol=atol, rtol=rtol)
+
+
+def test_the_native_chunk_loss_keeps_a_nan_and_names_a_target_outside_the_vocabulary():
+    assert native.library() is not None, native.unavailable_reason()
+    off_value, on_weight = smoothing_weights(0.0, 4)
+    logits = tf.constant([[0.0, 1.0, np.nan, 2.0], [0.0, 1.0, 3.0, 2.0]])
+    losses, _ = output_loss._native_chunk_loss(logits, tf.constant([0, 1]), off_value, on_weight, 0.0)
+    assert np.isnan(losses[0]) and np.isfinite(losses[1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="target 4 of row 1 is outside the vocabulary of 4"):
+        output_loss._native_chunk_loss(logits, tf.constant([0, 4]), off_value, on_weight, 0.0)
 
 
 def test_an_unknown_layout_is_refused():

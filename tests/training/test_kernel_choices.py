@@ -16,7 +16,7 @@ def test_parse_accepts_the_choices_and_names_the_flag_otherwise():
     assert kernel_choices.parse("") == {}
     assert kernel_choices.parse("loss_layout=columns") == {"loss_layout": "columns"}
     for bad in ("loss_layout=diagonal", "layout=columns", "loss_layout"):
-        with pytest.raises(UsageError, match=r"^--kernel_choices: .* is not a choice; the choices are loss_products=variable\|compute; loss_layout=rows\|rows_copy\|columns\|rows_in_chunks; layer_norm=graph\|native; bias_relu=graph\|native\.$"):
+        with pytest.raises(UsageError, match=r"^--kernel_choices: .* is not a choice; the choices are loss_products=variable\|compute; loss_layout=rows\|rows_copy\|columns\|rows_in_chunks\|native_rows\|native_rows_in_chunks; layer_norm=graph\|native; bias_relu=graph\|native\.$"):
             kernel_choices.parse(bad)
 
 
@@ -85,7 +85,7 @@ def test_a_run_started_before_a_choice_existed_keeps_what_it_computed():
     assert record["layer_norm"] == record["bias_relu"] == "graph"
 
 
-def test_the_native_layer_norm_is_offered_only_where_it_was_built(monkeypatch, caplog):
+def test_the_native_kernels_are_offered_only_where_they_were_built(monkeypatch, caplog):
     """Where the native kernels could not be built: not timed, the trainer says why, refused
     when forced (naming why), and a run that chose it on another machine resumes with the graph kernels."""
     monkeypatch.setattr(native, "library", lambda: None)
@@ -99,6 +99,12 @@ def test_the_native_layer_norm_is_offered_only_where_it_was_built(monkeypatch, c
     kept = {"loss_products": "variable", "loss_layout": "rows", "layer_norm": "native"}
     assert kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure)["layer_norm"] == "graph"
     assert {layer.implementation for layer in model._flatten_layers() if isinstance(layer, (LayerNorm, Dense))} == {"graph"}
+    # the native loss layouts: not among the options, refused when forced, a kept one falls back
+    assert kernel_choices._options("loss_layout", model) == ("rows", "rows_copy", "columns", "rows_in_chunks")
+    with pytest.raises(UsageError, match=r"^--kernel_choices: loss_layout=native_rows is not available here: no C\+\+ compiler"):
+        kernel_choices.choose(model, update_hparams(), {"loss_layout": "native_rows"}, measure=measure)
+    kept = {"loss_products": "variable", "loss_layout": "native_rows_in_chunks"}
+    assert kernel_choices.choose(model, update_hparams(), {}, kept, measure=measure)["loss_layout"] == "rows"
 
 
 def test_a_forced_layout_gives_the_same_loss_trajectory():
