@@ -242,7 +242,7 @@ class _ModelSearch:
             # The defaults' precision was decided with them (an export's run keeps bf16); a call's is decided here.
             decoded = key if key.precision == self.settings.precision else decode_precision(key)
             module = SearchModule(self._model(decoded.precision), self.vocabularies, decoded,
-                                  self.token_filter, self.problem, self._shortlists(decoded))
+                                  self.token_filter, self.problem, self._shortlists(decoded), native_kernels=True)
             module.reverse = self._reverse
             self._modules[key] = module
         return self._modules[key]

@@ -34,7 +34,7 @@ EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the Sav
 
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
                  wrap_step: Callable | None = None, cached: bool = True, shortlist=None, exact: bool = False,
-                 n_best: int = 1):
+                 n_best: int = 1, native_kernels: bool = False):
     """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
     once, its keys and values are projected once per layer (`init_decoding`), and every step
     feeds one token per hypothesis. `cached=False` runs the whole decoder over each
@@ -42,8 +42,8 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     baseline it is timed against). `wrap_step` wraps the step function (the benchmarks force
     a fixed number of steps with it). With a `shortlist.Shortlist`, the search chooses among
     the batch's shortlisted tokens only, and the step computes only their logits. `exact` and
-    `n_best`: when the search stops (`beam_search.beam_search`). Returns a
-    `beam_search.BeamSearchResult`."""
+    `n_best`: when the search stops (`beam_search.beam_search`); `native_kernels`: its native
+    top-k, for a search run in this process. Returns a `beam_search.BeamSearchResult`."""
     import tensorflow as tf
 
     from t2t_keras.decoding.beam_search import beam_search
@@ -62,7 +62,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     return beam_search(
         wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
         eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state,
-        vocabulary=vocabulary, exact=exact, n_best=n_best, sentence_state=memory,
+        vocabulary=vocabulary, exact=exact, n_best=n_best, sentence_state=memory, native_kernels=native_kernels,
     )
 
 

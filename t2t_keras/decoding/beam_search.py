@@ -88,6 +88,7 @@ def beam_search(
     exact: bool = False,
     n_best: int = 1,
     sentence_state=(),
+    native_kernels: bool = False,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
 
@@ -123,6 +124,8 @@ def beam_search(
       sentence_state: nest of tensors with leading dimension B that step_fn reads (one row per
         sentence, e.g. the encoder output's keys and values); never changed by the search
         but to drop the rows of settled sentences.
+      native_kernels: each hypothesis's best tokens by the native top-k kernel where it was
+        built (the same tokens; a graph run in this process, never an exported one).
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"beam_search: n_best={n_best} must be 1 to beam_size ({beam_size}).")
@@ -190,7 +193,7 @@ def beam_search(
         # (the same order as by log-probability within a row); at a sentence's last position
         # only EOS.
         row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
-        row_logits, row_tokens = top_k_rows(choosable, row_k)
+        row_logits, row_tokens = top_k_rows(choosable, row_k, native_kernels)
         most_likely = row_tokens[:, 0] if token_filter is None else tf.argmax(logits, axis=-1, output_type=tf.int32)
         log_normalizers, _ = log_normalizers_at(logits, most_likely)
         log_normalizers = log_normalizers[:, None]

@@ -37,12 +37,16 @@ class SearchModule(tf.Module):
       decode_hparams: beam size, alpha, extra length, whether to constrain.
       token_filter: the problem's `beam_search.TokenFilter` (`Problem.token_filter`), applied
         when decode_hparams.constrained.
+      native_kernels: search with the native kernels where they were built (kernels/native/:
+        the same outputs, faster), for a module that decodes in this process; an exported
+        module's graphs must hold TensorFlow's ops only (t2t-keras-exporter's are False).
     """
 
     def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, token_filter=None, problem=None,
-                 shortlist=None):
+                 shortlist=None, native_kernels: bool = False):
         super().__init__(name="translator")
         self.shortlist = shortlist  # a `shortlist.Shortlist`: each sentence searched over its shortlisted tokens
+        self.native_kernels = native_kernels
         self.reverse = None  # a SearchModule of the other direction that reranks the hypotheses (`from_run`)
         self.model = model
         self.problem = problem  # for its output form (postprocess_output); None: the raw text
@@ -117,7 +121,7 @@ class SearchModule(tf.Module):
         hp = self.decode_hparams
         return batch_decoding.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
                                            self.token_filter, shortlist=self.shortlist, exact=hp.exact_search,
-                                           n_best=n_best)
+                                           n_best=n_best, native_kernels=self.native_kernels)
 
     def _sample(self, input_ids, seeds):
         hp = self.decode_hparams

@@ -52,7 +52,7 @@ class Evaluator:
             # precision=bf16: a bfloat16 copy decodes, given the trained weights at each evaluation.
             self.decode_model = factory.in_precision(model, decode_hparams.precision)
             self.translator = SearchModule(self.decode_model, vocabularies, decode_hparams, problem.token_filter(vocabularies),
-                                         problem, shortlist)
+                                         problem, shortlist, native_kernels=True)
             self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)
 
@@ -117,7 +117,8 @@ class Evaluator:
         translator = self.translator
         return {alpha: self.problem.score_outputs(self._decode(SearchModule(
             self.decode_model, translator.vocabularies, dataclasses.replace(translator.decode_hparams, alpha=alpha),
-            translator.token_filter, self.problem, translator.shortlist)), self.references).value for alpha in alphas}
+            translator.token_filter, self.problem, translator.shortlist, native_kernels=True)), self.references).value
+            for alpha in alphas}
 
     def _decode(self, translator) -> list[str]:
         """The best outputs of the first dev sentences, in the problem's output form."""

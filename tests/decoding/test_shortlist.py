@@ -13,6 +13,7 @@ from t2t_keras.decoding import shortlist as shortlist_module
 from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist, load_run_shortlist
 from t2t_keras.translator import Translator
 from t2t_keras.errors import UsageError
+from t2t_keras.kernels import native
 from t2t_keras.models import Transformer
 from tests.testing import FixedTokenFilter
 
@@ -81,10 +82,23 @@ RANDOM_SHORTLIST = Shortlist(np.random.default_rng(0).integers(NUM_RESERVED, VOC
                              np.array([1, 4], np.int32))
 
 
-def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES):
+def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES, native_kernels=False):
     """The n-best lists (all 4 hypotheses of each sentence settled)."""
     return batch_decoding.search_batch(model, sources, 4, 0.6, batch_decoding.max_lengths(sources, 6), token_filter,
-                                       cached=cached, shortlist=shortlist, n_best=4)
+                                       cached=cached, shortlist=shortlist, n_best=4, native_kernels=native_kernels)
+
+
+@pytest.mark.parametrize("vocab", [VOCAB, 3000])
+@pytest.mark.parametrize("listed", [False, True])
+def test_the_native_top_k_searches_as_the_graph_one_bit_for_bit(vocab, listed):
+    """The search in this process with the native top-k: the same n-best lists and scores,
+    with the whole vocabulary and over a shortlist (columns unknown when the graph is built)."""
+    assert native.library() is not None, native.unavailable_reason()
+    model = Transformer.from_hparams(dataclasses.replace(registry.hparams("transformer_tiny"), hidden_size=32, filter_size=64), vocab)
+    shortlist = RANDOM_SHORTLIST if listed else None
+    graph, native_ = _search(model, shortlist), _search(model, shortlist, native_kernels=True)
+    for got, want in zip(native_, graph):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def test_a_shortlist_of_every_token_searches_as_no_shortlist():

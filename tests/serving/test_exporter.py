@@ -96,6 +96,18 @@ def test_layout_is_what_tf_serving_expects(served):
     assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith((files.TEMP_PREFIX, files.PREVIOUS_PREFIX))]
 
 
+def test_the_export_holds_tensorflow_ops_only(served):
+    """The decoder that made `served`'s outputs searched with the native top-k (where it
+    built); the SavedModel must load wherever TensorFlow does, so none of its graphs holds one."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path, _, _ = served
+    saved = saved_model_pb2.SavedModel.FromString(open(os.path.join(path, "saved_model.pb"), "rb").read())
+    graph = saved.meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node} | {node.op for function in graph.library.function for node in function.node_def}
+    assert "TopKV2" in ops and not {op for op in ops if op.startswith("T2t")}
+
+
 def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_path, monkeypatch):
     """Killed or failing while writing, an export leaves nothing TF Serving would load, and
     nothing half-written under any name (the temporary .incomplete.<version> is removed)."""

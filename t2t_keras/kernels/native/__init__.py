@@ -27,7 +27,7 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
-SOURCES = ("layer_norm.cc", "residual_norm.cc", "bias_relu.cc", "cross_entropy.cc")
+SOURCES = ("layer_norm.cc", "residual_norm.cc", "bias_relu.cc", "cross_entropy.cc", "top_k.cc")
 HEADERS = ("rows.h", "row_norm.h")
 SOURCE_DIR = pathlib.Path(__file__).parent
 BUILD_SECONDS = 600  # a compiler that takes longer is stuck
