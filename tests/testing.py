@@ -34,7 +34,9 @@ SUM = tf.distribute.ReduceOp.SUM
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The kernel choices of trainer runs a test compares bit for bit: forced, so that no timing can
 # make two runs differ (the native kernels where they build, so that resumes are tested with them).
-SAME_KERNELS = {"loss_layout": "columns", **dict.fromkeys(("layer_norm", "bias_relu"), "native" if native.library() is not None else "graph")}
+_BUILT = native.library() is not None
+SAME_KERNELS = {"loss_layout": "native_rows" if _BUILT else "columns",
+                **dict.fromkeys(("layer_norm", "bias_relu"), "native" if _BUILT else "graph")}
 SAME_KERNELS_FLAG = "--kernel_choices=" + ",".join(f"{name}={value}" for name, value in SAME_KERNELS.items())
 VOCAB = 60  # the vocabulary of the update tests' hand-made batches
 
