@@ -117,7 +117,8 @@ class Evaluator:
         translator = self.translator
         return {alpha: self.problem.score_outputs(self._decode(SearchModule(
             self.decode_model, translator.vocabularies, dataclasses.replace(translator.decode_hparams, alpha=alpha),
-            translator.token_filter, self.problem, translator.shortlist, native_kernels=True)), self.references).value
+            translator.token_filter, self.problem, translator.shortlist, native_kernels=translator.native_kernels)),
+            self.references).value
             for alpha in alphas}
 
     def _decode(self, translator) -> list[str]:

@@ -36,6 +36,8 @@ ALTERNATIVES = {"loss_products": ("variable", "compute"), "loss_layout": output_
                 "layer_norm": layer_norm.IMPLEMENTATIONS, "bias_relu": bias_relu.IMPLEMENTATIONS}
 # The native kernels' choices: name -> the layers whose `implementation` it sets.
 NATIVE = {"layer_norm": LayerNorm, "bias_relu": Dense}
+# The values that run native kernels: offered only where they were built.
+NATIVE_VALUES = {"layer_norm": ("native",), "bias_relu": ("native",), "loss_layout": output_loss.NATIVE_LAYOUTS}
 # What a run started before a choice existed computed: its resumes keep that.
 BEFORE_THE_CHOICE = {"loss_products": "variable", "layer_norm": "graph", "bias_relu": "graph"}
 MEASURED_ROWS = 1024  # the measurement's [tokens, vocab] product is capped at these sizes
@@ -72,7 +74,7 @@ def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None)
     for name in ALTERNATIVES:
         options = _options(name, model)
         if name in forced:
-            if forced[name] not in options and _is_native(name, forced[name]):
+            if forced[name] in NATIVE_VALUES.get(name, ()) and forced[name] not in options:
                 raise UsageError(f"--kernel_choices: {name}={forced[name]} is not available here: "
                                  f"{native.unavailable_reason()}.")
             record[name], how[name] = forced[name], "forced"
@@ -114,15 +116,9 @@ def _options(name: str, model) -> tuple:
     projection = model.softmax_projection
     if name == "loss_products" and projection.compute_dtype == projection.embeddings.dtype:
         return ("variable",)
-    if name in NATIVE and native.library() is None:
-        return ("graph",)
-    if name == "loss_layout":
-        return output_loss.available_layouts()
+    if native.library() is None:
+        return tuple(value for value in ALTERNATIVES[name] if value not in NATIVE_VALUES.get(name, ()))
     return ALTERNATIVES[name]
-
-
-def _is_native(name: str, value: str) -> bool:
-    return (name in NATIVE and value == "native") or (name == "loss_layout" and value in output_loss.NATIVE_LAYOUTS)
 
 
 class _Timings:
