@@ -43,7 +43,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     a fixed number of steps with it). With a `shortlist.Shortlist`, the search chooses among
     the batch's shortlisted tokens only, and the step computes only their logits. `exact` and
     `n_best`: when the search stops (`beam_search.beam_search`); `native_kernels`: its native
-    top-k, for a search run in this process. Returns a `beam_search.BeamSearchResult`."""
+    kernels, for a search run in this process. Returns a `beam_search.BeamSearchResult`."""
     import tensorflow as tf
 
     from t2t_keras.decoding.beam_search import beam_search
@@ -55,7 +55,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     encoded = model.encode(input_ids, training=False)
     if cached:
         memory, state = model.init_decoding(encoded, beam_size, mask)
-        step = _step_over(model, model.output_weights(vocabulary))
+        step = _step_over(model, model.output_weights(vocabulary), float32_logits=not native_kernels)
     else:
         (memory, state), step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, mask)
     filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
@@ -66,21 +66,22 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     )
 
 
-def _step_over(model, output_weights):
+def _step_over(model, output_weights, float32_logits: bool = True):
     """The model's decode step over the output projection prepared once per search: captured
-    by the search's loop, not carried through it."""
-    return lambda ids, index, cache, memory: model.decode_step(ids, index, cache, memory, output_weights)
+    by the search's loop, not carried through it. Its logits float32, or in the product's
+    dtype (for the native beam kernel, which reads bfloat16 as it is)."""
+    return lambda ids, index, cache, memory: model.decode_step(ids, index, cache, memory, output_weights, float32_logits)
 
 
 def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None, sentence_mask=None):
     """((per-sentence state, initial state), step function) of the uncached search: the state is
     each hypothesis's prefix, and a step runs `model.decode` over all of it, against the
     encoder output of its sentence, to read the logits at `index` (the columns of `vocabulary`
-    only, those outside its sentence's `sentence_mask` [B, V'] NEG_INF, if given: a
+    only, those outside its sentence's `sentence_mask` [B, V'] MASKED_TOKEN_LOGIT, if given: a
     shortlist's)."""
     import tensorflow as tf
 
-    from t2t_keras.decoding.beam_search import NEG_INF
+    from t2t_keras.layers.masks import MASKED_TOKEN_LOGIT
 
     def step(ids, index, prefix, sentences):
         encoded, sentence_mask = sentences
@@ -90,7 +91,7 @@ def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None,
         targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)  # decode() shifts right
         logits = model.decode(targets, tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), encoded))[:, index]
         if vocabulary is not None:
-            logits = tf.where(tf.repeat(sentence_mask, beams, axis=0), tf.gather(logits, vocabulary, axis=1), NEG_INF)
+            logits = tf.where(tf.repeat(sentence_mask, beams, axis=0), tf.gather(logits, vocabulary, axis=1), MASKED_TOKEN_LOGIT)
         return logits, prefix
 
     prefix = tf.zeros([tf.shape(max_lengths)[0] * beam_size, tf.reduce_max(max_lengths)], tf.int32)

@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import tensorflow as tf
 
+from t2t_keras.kernels.beam_candidates import row_candidates
 from t2t_keras.kernels.softmax import log_normalizers_at
 from t2t_keras.kernels.top_k import top_k_rows
 from t2t_keras.token_ids import PAD_ID, START_ID
@@ -98,8 +99,8 @@ def beam_search(
     its finished batch entries.
 
     Args:
-      step_fn: (ids [A*K] int32, index scalar int32, state, sentence_state) -> (logits [A*K, V],
-        state), over the hypotheses of the A sentences still searching.
+      step_fn: (ids [A*K] int32, index scalar int32, state, sentence_state) -> (logits [A*K, V]
+        of a float dtype, state), over the hypotheses of the A sentences still searching.
       initial_state: nest of tensors with leading dimension B*K (already tiled per beam), each
         reordered with its hypotheses (what every hypothesis shares, such as the encoder
         output, belongs in step_fn's closure or in `sentence_state`).
@@ -124,8 +125,11 @@ def beam_search(
       sentence_state: nest of tensors with leading dimension B that step_fn reads (one row per
         sentence, e.g. the encoder output's keys and values); never changed by the search
         but to drop the rows of settled sentences.
-      native_kernels: each hypothesis's best tokens by the native top-k kernel where it was
-        built (the same tokens; a graph run in this process, never an exported one).
+      native_kernels: the step's work over the vocabulary by the native kernels where they
+        were built (`row_candidates`, or the native top-k with a token filter: the same
+        tokens, log-probabilities equal to float32 rounding; a graph run in this process,
+        never an exported one). `step_fn`'s logits may then be bfloat16: they are read as
+        they are.
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"beam_search: n_best={n_best} must be 1 to beam_size ({beam_size}).")
@@ -179,26 +183,25 @@ def beam_search(
         active_max_lengths = tf.gather(max_lengths, active)
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
         logits, state = step_fn(ids, index, state, sentence_state)
-        logits = tf.cast(logits, tf.float32)
         room = tf.repeat(active_max_lengths, K) - (index + 1)  # tokens that may still follow the one chosen now
-        choosable = logits
-        if token_filter is not None:
+        # Each hypothesis's 2K best next tokens (all of a smaller vocabulary) and their
+        # log-probabilities, ranked by logit (the same order as by log-probability within a
+        # row); at a sentence's last position only EOS.
+        row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
+        if token_filter is None:
+            row_log_probs, row_tokens, eos_log_probs = row_candidates(logits, row_k, eos_column, native_kernels)
+            eos_log_probs = eos_log_probs[:, None]
+        else:
+            logits = tf.cast(logits, tf.float32)
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
             allowed = token_filter.allowed(filter_state, room)
             if vocabulary is not None:
                 allowed = tf.gather(allowed, vocabulary, axis=1)
-            choosable = tf.where(allowed, logits, NEG_INF)
-
-        # Each hypothesis's 2K best next tokens (all of a smaller vocabulary), ranked by logit
-        # (the same order as by log-probability within a row); at a sentence's last position
-        # only EOS.
-        row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
-        row_logits, row_tokens = top_k_rows(choosable, row_k, native_kernels)
-        most_likely = row_tokens[:, 0] if token_filter is None else tf.argmax(logits, axis=-1, output_type=tf.int32)
-        log_normalizers, _ = log_normalizers_at(logits, most_likely)
-        log_normalizers = log_normalizers[:, None]
-        row_log_probs = row_logits - log_normalizers
-        eos_log_probs = logits[:, eos_column : eos_column + 1] - log_normalizers
+            row_logits, row_tokens = top_k_rows(tf.where(allowed, logits, NEG_INF), row_k, native_kernels)
+            log_normalizers, _ = log_normalizers_at(logits, tf.argmax(logits, axis=-1, output_type=tf.int32))
+            log_normalizers = log_normalizers[:, None]
+            row_log_probs = row_logits - log_normalizers
+            eos_log_probs = logits[:, eos_column : eos_column + 1] - log_normalizers
         if vocabulary is not None:
             row_tokens = tf.gather(vocabulary, row_tokens)  # columns -> token ids
         at_limit = (room <= 0)[:, None]

@@ -86,11 +86,11 @@ class SharedEmbedding(keras.layers.Layer):
         table = self._table() if vocabulary is None else tf.gather(self._table(), vocabulary)
         return _ORIENTATIONS[self.step_orientation].prepare(table)
 
-    def step_logits(self, inputs, weights):
-        """`logits` of one decoding step's few rows: [N, d_model] -> float32 [N, V'], with
-        `weights` from `output_weights` (V' its tokens)."""
-        product = _ORIENTATIONS[self.step_orientation].product
-        return tf.cast(product(tf.cast(inputs, weights.dtype), weights), tf.float32)
+    def step_logits(self, inputs, weights, float32: bool = True):
+        """`logits` of one decoding step's few rows: [N, d_model] -> [N, V'], with `weights`
+        from `output_weights` (V' its tokens): float32, or in the weights' dtype."""
+        logits = _ORIENTATIONS[self.step_orientation].product(tf.cast(inputs, weights.dtype), weights)
+        return tf.cast(logits, tf.float32) if float32 else logits
 
     def choose_step_orientation(self, rows: int) -> str:
         """Times each orientation of `step_logits` for `rows` rows on this machine (eagerly,

@@ -8,7 +8,6 @@ from keras import ops
 from t2t_keras import registry
 from t2t_keras.hparams_lib import HParams, field_names, replace_fields
 from t2t_keras.layers import masks
-from t2t_keras.layers.attention import MASKED_LOGIT
 from t2t_keras.layers.block_config import BlockConfig
 from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.dropout import Dropout
@@ -306,7 +305,7 @@ class Transformer(keras.Model):
         """The memory and the cache before the first decoding step of `beam_size` hypotheses
         per sentence (one cache row per hypothesis, beam-major within a sentence): the
         cross-attention keys and values of the encoder output, each sentence's `sentence_mask`
-        [B, V'] over the columns of `output_weights` (its own shortlist: MASKED_LOGIT
+        [B, V'] over the columns of `output_weights` (its own shortlist: MASKED_TOKEN_LOGIT
         elsewhere; None: all), and empty self-attention caches."""
         batch_size = ops.shape(encoded.outputs)[0] * beam_size
         projected = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
@@ -324,10 +323,13 @@ class Transformer(keras.Model):
         all tokens) as `decode_step` multiplies by it, prepared once per search."""
         return self.softmax_projection.output_weights(vocabulary)
 
-    def decode_step(self, ids, index, cache: DecoderCache, memory: DecoderMemory, output_weights):
+    def decode_step(self, ids, index, cache: DecoderCache, memory: DecoderMemory, output_weights,
+                    float32_logits: bool = True):
         """Feeds `ids` [N] at position `index` (= the cache's length), N = B * K hypotheses of
-        the memory's B sentences; returns (next-token logits [N, V'] float32 over the columns
-        of `output_weights` (`output_weights()`), the cache one position longer)."""
+        the memory's B sentences; returns (next-token logits [N, V'] over the columns of
+        `output_weights` (`output_weights()`), the cache one position longer). The logits are
+        float32, or with `float32_logits=False` in the output product's dtype (bfloat16 in a
+        bf16 model: for a consumer that reads them as they are, the native beam kernel)."""
         x, copied = self._embed_targets(ids[:, None], index, training=False, copied_before=cache.copied)
         x = ops.reshape(x, (-1, self.hparams.hidden_size))  # [N, d]: the step runs on rank-2 tensors
         keys, values = [], []
@@ -337,10 +339,10 @@ class Transformer(keras.Model):
             )
             keys.append(layer_keys)
             values.append(layer_values)
-        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), output_weights)
+        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), output_weights, float32_logits)
         if not isinstance(memory.output_mask, tuple):  # a shortlist: each sentence's own tokens only
             by_sentence = ops.reshape(logits, (ops.shape(memory.output_mask)[0], -1, ops.shape(logits)[1]))
-            logits = ops.reshape(ops.where(memory.output_mask[:, None, :], by_sentence, MASKED_LOGIT), ops.shape(logits))
+            logits = ops.reshape(ops.where(memory.output_mask[:, None, :], by_sentence, masks.MASKED_TOKEN_LOGIT), ops.shape(logits))
         return logits, DecoderCache(keys=tuple(keys), values=tuple(values), copied=copied)
 
     def _embed_sources(self, ids, training):

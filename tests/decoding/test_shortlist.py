@@ -14,7 +14,7 @@ from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist, load_run_short
 from t2t_keras.translator import Translator
 from t2t_keras.errors import UsageError
 from t2t_keras.kernels import native
-from t2t_keras.models import Transformer
+from t2t_keras.models import Transformer, factory
 from tests.testing import FixedTokenFilter
 
 VOCAB = 40
@@ -90,15 +90,20 @@ def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES, n
 
 @pytest.mark.parametrize("vocab", [VOCAB, 3000])
 @pytest.mark.parametrize("listed", [False, True])
-def test_the_native_top_k_searches_as_the_graph_one_bit_for_bit(vocab, listed):
-    """The search in this process with the native top-k: the same n-best lists and scores,
-    with the whole vocabulary and over a shortlist (columns unknown when the graph is built)."""
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_native_kernels_search_as_the_graph_ops(vocab, listed, precision):
+    """The search in this process with the native kernels (the step's logits read as the
+    product gives them, bfloat16 in a bf16 model): the same n-best lists, scores equal to
+    float32 rounding, with the whole vocabulary and over a shortlist (columns unknown when
+    the graph is built)."""
     assert native.library() is not None, native.unavailable_reason()
-    model = Transformer.from_hparams(dataclasses.replace(registry.hparams("transformer_tiny"), hidden_size=32, filter_size=64), vocab)
+    hp = dataclasses.replace(registry.hparams("transformer_tiny"), hidden_size=32, filter_size=64)
+    model = factory.in_precision(Transformer.from_hparams(hp, vocab), precision)
     shortlist = RANDOM_SHORTLIST if listed else None
     graph, native_ = _search(model, shortlist), _search(model, shortlist, native_kernels=True)
-    for got, want in zip(native_, graph):
-        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(native_.ids.numpy(), graph.ids.numpy())
+    np.testing.assert_array_equal(native_.lengths.numpy(), graph.lengths.numpy())
+    np.testing.assert_allclose(native_.scores.numpy(), graph.scores.numpy(), rtol=1e-6)
 
 
 def test_a_shortlist_of_every_token_searches_as_no_shortlist():

@@ -1,0 +1,27 @@
+"""Beam search's work over the vocabulary at a step: each hypothesis's best next tokens and
+their log-probabilities, and the log-probability of EOS."""
+
+import tensorflow as tf
+
+from t2t_keras.kernels import native
+from t2t_keras.kernels.softmax import log_normalizers_at
+from t2t_keras.kernels.top_k import top_k_rows
+
+
+def row_candidates(logits, k: int, eos_column, native_kernel: bool = False):
+    """(log_probs [N, k] float32, columns [N, k] int32, eos_log_probs [N] float32) of [N, V]
+    logits: each row's k best columns as tf.math.top_k ranks its float32 logits (ties to the
+    lower column), their log-probabilities, and the log-probability of column `eos_column`.
+
+    With `native_kernel` (where `native.library()` loaded; never in a graph that is exported):
+    one native kernel (kernels/native/beam_candidates.cc) that reads the logits in their own
+    dtype, bfloat16 included, in place of a cast, a softmax and a top-k: the same columns, the
+    log-probabilities equal to float32 rounding (its normaliser's sum runs in another order).
+    """
+    if native_kernel and native.library() is not None:
+        log_probs, columns, eos_log_probs = native.library().t2t_beam_candidates(logits, eos_column, k=k)
+        return log_probs, columns, eos_log_probs
+    logits = tf.cast(logits, tf.float32)
+    top_logits, columns = top_k_rows(logits, k)
+    normalizers, _ = log_normalizers_at(logits, columns[:, 0])
+    return top_logits - normalizers[:, None], columns, logits[:, eos_column] - normalizers
