@@ -47,19 +47,19 @@ class RowTopK {
 // row's maximum (-inf for a row of NaNs: the compare-select maximum passes over them).
 template <typename T>
 float OfferRow(const T* row, int64_t width, RowTopK* best) {
-  float block[kTopKBlock];
   float row_max = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < width; i += kTopKBlock) {
+    const T* block = row + i;
     const int64_t size = width - i < kTopKBlock ? width - i : kTopKBlock;
     float block_max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : block_max)
     for (int64_t j = 0; j < size; ++j) {
-      block[j] = ToFloat(row[i + j]);
-      block_max = block[j] > block_max ? block[j] : block_max;  // std::max here kept the loop scalar
+      const float value = ToFloat(block[j]);
+      block_max = value > block_max ? value : block_max;  // std::max here kept the loop scalar
     }
     row_max = block_max > row_max ? block_max : row_max;
     if (best->Full() && !(block_max > best->Threshold())) continue;
-    for (int64_t j = 0; j < size; ++j) best->Offer(block[j], static_cast<int32_t>(i + j));
+    for (int64_t j = 0; j < size; ++j) best->Offer(ToFloat(block[j]), static_cast<int32_t>(i + j));
   }
   return row_max;
 }
