@@ -54,15 +54,16 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
         mask = shortlist.sentence_mask(input_ids, vocabulary)
     encoded = model.encode(input_ids, training=False)
     if cached:
-        memory, state = model.init_decoding(encoded, beam_size, mask)
+        memory, state = model.init_decoding(encoded, beam_size)
         step = _step_over(model, model.output_weights(vocabulary), float32_logits=not native_kernels)
     else:
-        (memory, state), step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, mask)
+        (memory, state), step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary)
     filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
     return beam_search(
         wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
         eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state,
-        vocabulary=vocabulary, exact=exact, n_best=n_best, sentence_state=memory, native_kernels=native_kernels,
+        vocabulary=vocabulary, column_mask=mask, exact=exact, n_best=n_best, sentence_state=memory,
+        native_kernels=native_kernels,
     )
 
 
@@ -73,29 +74,23 @@ def _step_over(model, output_weights, float32_logits: bool = True):
     return lambda ids, index, cache, memory: model.decode_step(ids, index, cache, memory, output_weights, float32_logits)
 
 
-def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None, sentence_mask=None):
+def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None):
     """((per-sentence state, initial state), step function) of the uncached search: the state is
     each hypothesis's prefix, and a step runs `model.decode` over all of it, against the
     encoder output of its sentence, to read the logits at `index` (the columns of `vocabulary`
-    only, those outside its sentence's `sentence_mask` [B, V'] MASKED_TOKEN_LOGIT, if given: a
-    shortlist's)."""
+    only, if given: a shortlist's)."""
     import tensorflow as tf
 
-    from t2t_keras.layers.masks import MASKED_TOKEN_LOGIT
-
-    def step(ids, index, prefix, sentences):
-        encoded, sentence_mask = sentences
+    def step(ids, index, prefix, encoded):
         beams = tf.shape(ids)[0] // tf.shape(encoded.mask)[0]
         rows = tf.range(tf.shape(ids)[0])
         prefix = tf.tensor_scatter_nd_update(prefix, tf.stack([rows, tf.fill(tf.shape(ids), index)], axis=1), ids)
         targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)  # decode() shifts right
         logits = model.decode(targets, tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), encoded))[:, index]
-        if vocabulary is not None:
-            logits = tf.where(tf.repeat(sentence_mask, beams, axis=0), tf.gather(logits, vocabulary, axis=1), MASKED_TOKEN_LOGIT)
-        return logits, prefix
+        return (logits if vocabulary is None else tf.gather(logits, vocabulary, axis=1)), prefix
 
     prefix = tf.zeros([tf.shape(max_lengths)[0] * beam_size, tf.reduce_max(max_lengths)], tf.int32)
-    return ((encoded, () if sentence_mask is None else sentence_mask), prefix), step
+    return (encoded, prefix), step
 
 
 def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int, temperature: float, alpha: float,

@@ -40,12 +40,10 @@ from typing import Callable, NamedTuple, Protocol
 
 import tensorflow as tf
 
-from t2t_keras.kernels.beam_candidates import row_candidates
+from t2t_keras.kernels.beam_candidates import NEG_INF, row_candidates
 from t2t_keras.kernels.softmax import log_normalizers_at
 from t2t_keras.kernels.top_k import top_k_rows
 from t2t_keras.token_ids import PAD_ID, START_ID
-
-NEG_INF = -1.0e9  # finite, so that sums and differences of masked scores never give NaN
 
 
 class BeamSearchResult(NamedTuple):
@@ -86,6 +84,7 @@ def beam_search(
     token_filter: TokenFilter | None = None,
     filter_state=None,
     vocabulary=None,
+    column_mask=None,
     exact: bool = False,
     n_best: int = 1,
     sentence_state=(),
@@ -116,6 +115,9 @@ def beam_search(
         them (a token may repeat in columns the step masks): the step's logits cover only
         these tokens (a `Shortlist`), and log-probabilities are normalised over them; None:
         the columns are the whole vocabulary.
+      column_mask: [B, V'] bool, the columns each sentence may take (its own shortlist among
+        the batch's `vocabulary`): its logits are NEG_INF elsewhere, before they are
+        normalised; None: all.
       exact: search until no alive hypothesis could beat a finished one at its maximum
         length (the n-best list exact); default: until the `n_best`-th best finished one
         beats the best alive one at its current length (see the module's docstring).
@@ -139,6 +141,8 @@ def beam_search(
     max_length = tf.maximum(tf.reduce_max(max_lengths), 0)  # 0 for an empty batch
     if token_filter is None:
         filter_state = ()
+    if column_mask is None:
+        column_mask = ()
 
     # Every sentence's K best finished hypotheses, by score, final once the sentence settles.
     finished_seqs = tf.fill([batch_size, K, 1], PAD_ID)
@@ -165,20 +169,21 @@ def beam_search(
         """The search without the sentences `done` [A]; `rows` [A, K]: each kept hypothesis's
         row in the per-hypothesis state (its parent's, after a step)."""
         keep = tf.cast(tf.where(~done)[:, 0], tf.int32)
-        state, filter_state, sentence_state = states
+        state, filter_state, sentence_state, column_mask = states
         hypothesis_rows = tf.reshape(tf.gather(rows, keep), [-1])
         state, filter_state = tf.nest.map_structure(lambda t: tf.gather(t, hypothesis_rows), (state, filter_state))
-        if tf.nest.flatten(sentence_state):  # gathered only when a sentence leaves (a few times a batch)
-            sentence_state = tf.cond(tf.reduce_any(done), lambda: tf.nest.map_structure(lambda t: tf.gather(t, keep), sentence_state),
-                                     lambda: sentence_state)
+        per_sentence = (sentence_state, column_mask)
+        if tf.nest.flatten(per_sentence):  # gathered only when a sentence leaves (a few times a batch)
+            per_sentence = tf.cond(tf.reduce_any(done), lambda: tf.nest.map_structure(lambda t: tf.gather(t, keep), per_sentence),
+                                   lambda: per_sentence)
         return (tf.gather(active, keep), tf.gather(alive_seqs, keep), tf.gather(alive_log_probs, keep),
-                (state, filter_state, sentence_state))
+                (state, filter_state, *per_sentence))
 
     def condition(index, active, *_):
         return (index < max_length) & (tf.size(active) > 0)
 
     def body(index, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states):
-        state, filter_state, sentence_state = states
+        state, filter_state, sentence_state, column_mask = states
         searching = tf.shape(active)[0]
         active_max_lengths = tf.gather(max_lengths, active)
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
@@ -188,11 +193,15 @@ def beam_search(
         # log-probabilities, ranked by logit (the same order as by log-probability within a
         # row); at a sentence's last position only EOS.
         row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
+        mask = None if isinstance(column_mask, tuple) else column_mask
         if token_filter is None:
-            row_log_probs, row_tokens, eos_log_probs = row_candidates(logits, row_k, eos_column, native_kernels)
+            row_log_probs, row_tokens, eos_log_probs = row_candidates(logits, row_k, eos_column, native_kernels, mask)
             eos_log_probs = eos_log_probs[:, None]
         else:
             logits = tf.cast(logits, tf.float32)
+            if mask is not None:
+                by_sentence = tf.reshape(logits, [searching, K, -1])
+                logits = tf.reshape(tf.where(mask[:, None, :], by_sentence, NEG_INF), tf.shape(logits))
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
             allowed = token_filter.allowed(filter_state, room)
             if vocabulary is not None:
@@ -247,13 +256,14 @@ def beam_search(
         done = settled(index + 1, alive_log_probs, scores, flags, active_max_lengths)
         parent_rows = tf.range(searching)[:, None] * K + parent_beams
         active, alive_seqs, alive_log_probs, states = drop_settled(
-            done, parent_rows, active, alive_seqs, alive_log_probs, (state, filter_state, sentence_state))
+            done, parent_rows, active, alive_seqs, alive_log_probs, (state, filter_state, sentence_state, column_mask))
         return index + 1, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states
 
     # A sentence that may generate nothing (max length 0) is settled before any step.
     first_rows = tf.range(batch_size)[:, None] * K + tf.range(K)[None, :]
     active, alive_seqs, alive_log_probs, states = drop_settled(
-        max_lengths <= 0, first_rows, active, alive_seqs, alive_log_probs, (initial_state, filter_state, sentence_state))
+        max_lengths <= 0, first_rows, active, alive_seqs, alive_log_probs,
+        (initial_state, filter_state, sentence_state, column_mask))
     loop_vars = (tf.constant(0), active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states)
     shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
     _, _, _, _, finished_seqs, finished_scores, finished_flags, _ = tf.while_loop(

@@ -33,9 +33,9 @@ class Ensemble(tf.Module):
     def encode(self, inputs, training=None):
         return tuple(model.encode(inputs, training=training) for model in self.models)
 
-    def init_decoding(self, encoded, beam_size: int = 1, sentence_mask=None) -> tuple[tuple, tuple]:
+    def init_decoding(self, encoded, beam_size: int = 1) -> tuple[tuple, tuple]:
         """(one `DecoderMemory` per model, one `DecoderCache` per model)."""
-        memories, caches = zip(*(model.init_decoding(e, beam_size, sentence_mask) for model, e in zip(self.models, encoded)))
+        memories, caches = zip(*(model.init_decoding(e, beam_size) for model, e in zip(self.models, encoded)))
         return memories, caches
 
     def output_weights(self, vocabulary=None) -> tuple:

@@ -7,21 +7,31 @@ from t2t_keras.kernels import native
 from t2t_keras.kernels.softmax import log_normalizers_at
 from t2t_keras.kernels.top_k import top_k_rows
 
+NEG_INF = -1.0e9  # finite, so that sums and differences of masked scores never give NaN
 
-def row_candidates(logits, k: int, eos_column, native_kernel: bool = False):
+
+def row_candidates(logits, k: int, eos_column, native_kernel: bool = False, column_mask=None):
     """(log_probs [N, k] float32, columns [N, k] int32, eos_log_probs [N] float32) of [N, V]
     logits: each row's k best columns as tf.math.top_k ranks its float32 logits (ties to the
     lower column), their log-probabilities, and the log-probability of column `eos_column`.
+    With `column_mask` [S, V] bool (N = S * rows per sentence, in order), a row's logits are
+    NEG_INF outside its sentence's columns, before they are normalised.
 
     With `native_kernel` (where `native.library()` loaded; never in a graph that is exported):
     one native kernel (kernels/native/beam_candidates.cc) that reads the logits in their own
-    dtype, bfloat16 included, in place of a cast, a softmax and a top-k: the same columns, the
-    log-probabilities equal to float32 rounding (its normaliser's sum runs in another order).
+    dtype, bfloat16 included, in place of a cast, a mask, a softmax and a top-k: the same
+    columns, the log-probabilities equal to float32 rounding (its normaliser's sum runs in
+    another order).
     """
     if native_kernel and native.library() is not None:
-        log_probs, columns, eos_log_probs = native.library().t2t_beam_candidates(logits, eos_column, k=k)
+        mask = tf.zeros([0, tf.shape(logits)[1]], tf.bool) if column_mask is None else column_mask
+        log_probs, columns, eos_log_probs = native.library().t2t_beam_candidates(
+            logits, eos_column, mask, k=k, masked_logit=NEG_INF)
         return log_probs, columns, eos_log_probs
     logits = tf.cast(logits, tf.float32)
+    if column_mask is not None:
+        by_sentence = tf.reshape(logits, [tf.shape(column_mask)[0], -1, tf.shape(logits)[1]])
+        logits = tf.reshape(tf.where(column_mask[:, None, :], by_sentence, NEG_INF), tf.shape(logits))
     top_logits, columns = top_k_rows(logits, k)
     normalizers, _ = log_normalizers_at(logits, columns[:, 0])
     return top_logits - normalizers[:, None], columns, logits[:, eos_column] - normalizers

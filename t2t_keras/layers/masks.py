@@ -4,10 +4,6 @@ from keras import ops
 
 from t2t_keras.token_ids import PAD_ID
 
-# The logit of a token outside a sentence's shortlist: a power of two, exactly representable in
-# bfloat16, so a decoding step's logits are the same masked before or after a cast to float32.
-MASKED_TOKEN_LOGIT = -(2.0**30)
-
 
 def padding_mask(ids, pad_id: int = PAD_ID):
     """[B, L] bool: True where `ids` is a real token, False on padding."""

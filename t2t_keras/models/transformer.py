@@ -33,7 +33,7 @@ class Encoded(NamedTuple):
 class DecoderMemory(NamedTuple):
     """What every decoding step reads of its sentence and none changes, prepared once per
     search: the encoder output's cross-attention keys and values, one row per sentence (shared
-    by its hypotheses), and the sentence's own shortlist. Beam search drops the rows of the
+    by its hypotheses). Beam search drops the rows of the
     sentences that settle (its `sentence_state`); the output projection, the same for all,
     is prepared once (`output_weights`) and captured by the step function: a [V, d] tensor
     carried through the search's loop cost default decoding 15% on an AVX-512 EPYC (issue 39).
@@ -42,7 +42,6 @@ class DecoderMemory(NamedTuple):
     keys: tuple  # per layer [B, h, S, d_k]: cross-attention keys of the encoder output
     values: tuple  # per layer [B, h, S, d_v]
     mask: object  # [B, 1, S] bool
-    output_mask: object  # [B, V'] bool: the tokens of each sentence's own shortlist; () without one
 
 
 class DecoderCache(NamedTuple):
@@ -301,19 +300,16 @@ class Transformer(keras.Model):
             weights["encoder_decoder"].append(layer_weights["encoder_decoder"])
         return weights
 
-    def init_decoding(self, encoded: Encoded, beam_size: int = 1, sentence_mask=None) -> tuple[DecoderMemory, DecoderCache]:
+    def init_decoding(self, encoded: Encoded, beam_size: int = 1) -> tuple[DecoderMemory, DecoderCache]:
         """The memory and the cache before the first decoding step of `beam_size` hypotheses
         per sentence (one cache row per hypothesis, beam-major within a sentence): the
-        cross-attention keys and values of the encoder output, each sentence's `sentence_mask`
-        [B, V'] over the columns of `output_weights` (its own shortlist: MASKED_TOKEN_LOGIT
-        elsewhere; None: all), and empty self-attention caches."""
+        cross-attention keys and values of the encoder output, and empty self-attention caches."""
         batch_size = ops.shape(encoded.outputs)[0] * beam_size
         projected = [block.project_memory(encoded.outputs) for block in self.decoder_blocks]
         memory = DecoderMemory(
             keys=tuple(k for k, _ in projected),
             values=tuple(v for _, v in projected),
             mask=encoded.mask,
-            output_mask=() if sentence_mask is None else sentence_mask,
         )
         keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
         return memory, DecoderCache(keys=tuple(keys), values=tuple(values), copied=ops.zeros((batch_size,), "int32"))
@@ -340,9 +336,6 @@ class Transformer(keras.Model):
             keys.append(layer_keys)
             values.append(layer_values)
         logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), output_weights, float32_logits)
-        if not isinstance(memory.output_mask, tuple):  # a shortlist: each sentence's own tokens only
-            by_sentence = ops.reshape(logits, (ops.shape(memory.output_mask)[0], -1, ops.shape(logits)[1]))
-            logits = ops.reshape(ops.where(memory.output_mask[:, None, :], by_sentence, masks.MASKED_TOKEN_LOGIT), ops.shape(logits))
         return logits, DecoderCache(keys=tuple(keys), values=tuple(values), copied=copied)
 
     def _embed_sources(self, ids, training):

@@ -43,23 +43,22 @@ class RowTopK {
   int64_t kept_ = 0;
 };
 
-// Offers every value of `row` [width] (as float32) to `best`, block by block, and returns the
-// row's maximum (-inf for a row of NaNs: the compare-select maximum passes over them).
-template <typename T>
-float OfferRow(const T* row, int64_t width, RowTopK* best) {
+// Offers the `width` values value(i) of a row (float32) to `best`, block by block, and returns
+// the row's maximum (-inf for a row of NaNs: the compare-select maximum passes over them).
+template <typename RowValue>
+float OfferRow(const RowValue& value, int64_t width, RowTopK* best) {
   float row_max = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < width; i += kTopKBlock) {
-    const T* block = row + i;
-    const int64_t size = width - i < kTopKBlock ? width - i : kTopKBlock;
+    const int64_t end = width - i < kTopKBlock ? width : i + kTopKBlock;
     float block_max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : block_max)
-    for (int64_t j = 0; j < size; ++j) {
-      const float value = ToFloat(block[j]);
-      block_max = value > block_max ? value : block_max;  // std::max here kept the loop scalar
+    for (int64_t j = i; j < end; ++j) {
+      const float v = value(j);
+      block_max = v > block_max ? v : block_max;  // std::max here kept the loop scalar
     }
     row_max = block_max > row_max ? block_max : row_max;
     if (best->Full() && !(block_max > best->Threshold())) continue;
-    for (int64_t j = 0; j < size; ++j) best->Offer(ToFloat(block[j]), static_cast<int32_t>(i + j));
+    for (int64_t j = i; j < end; ++j) best->Offer(value(j), static_cast<int32_t>(j));
   }
   return row_max;
 }

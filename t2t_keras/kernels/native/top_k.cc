@@ -34,7 +34,8 @@ class TopKRowsOp : public tensorflow::OpKernel {
     ParallelFor(context, rows, 2 * width, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         RowTopK best(k, values_out + r * k, indices_out + r * k);
-        OfferRow(data + r * width, width, &best);
+        const float* row = data + r * width;
+        OfferRow([row](int64_t i) { return row[i]; }, width, &best);
       }
     });
   }
