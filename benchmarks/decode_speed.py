@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/decode_speed.py --no-cache         # the decoder re-run over the whole prefix
     .venv/bin/python benchmarks/decode_speed.py --parallel_parts=1 # one search, TensorFlow's default threads
     .venv/bin/python benchmarks/decode_speed.py --precision=bf16   # the model in bfloat16 (decode hparam precision)
+    .venv/bin/python benchmarks/decode_speed.py --graph_kernels    # TensorFlow's ops only, as an exported SavedModel
 
 The tiny shape with random weights; 64 source sentences of 20 tokens; beam 4, alpha 0.6;
 each sentence may generate input length + extra_length tokens (default 50, the peers'
@@ -12,8 +13,8 @@ nominal maximum), but EOS is impossible until step 30, where it is the only choi
 run does exactly 30 decode steps (as every peer in $T2T_BENCH_DIR) and gives the same
 outputs whatever extra_length is: the long case (300, parsing's setting) measures what a
 larger maximum length costs by itself. Our real beam_search over the model's decode_step,
-the batch searched in parts side by side with one thread per op, as t2t-keras-decoder runs
-it (by default one part per CPU core).
+the batch searched in parts side by side with one thread per op and with the native kernels
+where they built, as t2t-keras-decoder runs it (by default one part per CPU core).
 Median of 3 runs after 1 warm-up. Prints one JSON line (shapes.decode_result).
 
 `build_decoder` also plugs into the peers' harness:
@@ -55,19 +56,21 @@ def forced_steps(step_fn, steps, vocab_size):
         logits, state = step_fn(ids, index, state, sentence_state)
         rows = tf.shape(logits)[0]
         eos_column = tf.stack([tf.range(rows), tf.fill([rows], EOS_ID)], axis=1)
+        impossible = tf.constant(-1e9, logits.dtype)  # the logits are bfloat16 for the native kernels of a bf16 model
         return tf.cond(
             index < steps - 1,
-            lambda: tf.tensor_scatter_nd_update(logits, eos_column, tf.fill([rows], -1e9)),
-            lambda: tf.where(is_eos[None, :], logits, -1e9),
+            lambda: tf.tensor_scatter_nd_update(logits, eos_column, tf.fill([rows], impossible)),
+            lambda: tf.where(is_eos[None, :], logits, impossible),
         ), state
 
     return step
 
 
-def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1, precision="fp32"):
+def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1, precision="fp32", native_kernels=True):
     """A callable: int32 source ids [B, S] -> output ids [B, forced_steps] (best beam), the
     batch searched in `parallel_parts` parts side by side as the Translator does, with the
-    model in `precision` (fp32 or bf16, as the decode hparam)."""
+    model in `precision` (fp32 or bf16, as the decode hparam) and with the native kernels
+    where they built (`native_kernels`; False: an export's graph)."""
     import tensorflow as tf
 
     from t2t_keras import registry
@@ -89,7 +92,8 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1,
 
     def search(sources):
         max_lengths = tf.fill([tf.shape(sources)[0]], tf.shape(sources)[1] + extra_length)
-        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, cached=cached)
+        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, cached=cached,
+                                           native_kernels=native_kernels)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def decode(sources):
@@ -107,6 +111,8 @@ def main():
     parser.add_argument("--parallel_parts", type=int, default=0,
                         help="parts of the batch searched side by side, one thread per op (as t2t-keras-decoder); "
                              "0 = one per CPU core, 1 = one search with TensorFlow's default threads")
+    parser.add_argument("--graph_kernels", dest="native_kernels", action="store_false",
+                        help="TensorFlow's ops only, as an exported SavedModel decodes (default: the native kernels where they built)")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="the model's precision (bf16 runs even where the CPU has no bfloat16 units: the JSON says so)")
     args = parser.parse_args()
@@ -118,12 +124,15 @@ def main():
     tf.random.set_seed(shapes.SEED)
     dcfg = shapes.DECODE
     run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached, extra_length=args.extra_length,
-                        parallel_parts=parts, precision=args.precision)
+                        parallel_parts=parts, precision=args.precision, native_kernels=args.native_kernels)
     times, first, out = shapes.time_runs(run, shapes.decode_sources(dcfg, shapes.SHAPES[dcfg.shape].vocab), args.runs)
     assert out.shape[-1] == dcfg.forced_steps and (out[:, -1] == 1).all(), "not exactly the forced number of steps"
     peer = ("t2t_keras_beam_kvcache" if args.cached else "t2t_keras_beam_nocache") + ("_bf16" if args.precision == "bf16" else "")
+    from t2t_keras.kernels import native
+
     extra = {"framework": "tensorflow " + tf.__version__, "max_length": dcfg.src_len + args.extra_length,
-             "parallel_parts": parts, "precision": args.precision, "bfloat16_units": bfloat16_units()}
+             "parallel_parts": parts, "precision": args.precision, "bfloat16_units": bfloat16_units(),
+             "native_kernels": args.native_kernels and native.library() is not None}
     shapes.emit(shapes.decode_result(peer, dcfg, times, first, out.shape[-1], extra), T0)
 
 
