@@ -88,9 +88,9 @@ def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES, n
                                        cached=cached, shortlist=shortlist, n_best=4, native_kernels=native_kernels)
 
 
-@pytest.mark.parametrize("vocab", [VOCAB, 3000])
-@pytest.mark.parametrize("listed", [False, True])
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("vocab, listed, precision", [
+    (VOCAB, False, "fp32"), (3000, True, "fp32"), (VOCAB, True, "bf16"), (3000, False, "bf16"),
+])
 def test_the_native_kernels_search_as_the_graph_ops(vocab, listed, precision):
     """The search in this process with the native kernels (the step's logits read as the
     product gives them, bfloat16 in a bf16 model): the same n-best lists, scores equal to

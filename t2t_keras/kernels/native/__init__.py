@@ -3,9 +3,10 @@
 The `.cc` sources beside this file (and their `.h`) are compiled against the installed TensorFlow by the
 machine's C++ compiler (`$CXX`, else g++), for the machine's own instruction set, into one
 library per source text, TensorFlow, compiler and CPU, kept in `$T2T_KERAS_CACHE` (default
-`$XDG_CACHE_HOME/t2t_keras` or ~/.cache/t2t_keras). The first start on a machine pays ~20 s of
-compiling; processes that start together wait for one build (a file lock), which is written
-under a temporary name and renamed, so a killed build leaves nothing half-written.
+`$XDG_CACHE_HOME/t2t_keras` or ~/.cache/t2t_keras). The first start on a machine pays ~30 s of
+compiling on 2 cores (each source by a compiler of its own, side by side); processes that start
+together wait for one build (a file lock), which is written under a temporary name and renamed,
+so a killed build leaves nothing half-written.
 
 Without a compiler, or when the build fails, `library()` is None and `unavailable_reason()`
 says why: every caller then keeps TensorFlow's own kernels (training/kernel_choices.py
@@ -14,6 +15,7 @@ offers a native kernel only where it loaded, and times it against the graph one)
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import functools
 import hashlib
@@ -63,41 +65,55 @@ def build_and_load(compiler_name: str, directory: pathlib.Path):
     if compiler is None:
         return None, f"no C++ compiler ('{compiler_name}' is not on PATH; set CXX to one)"
     try:
-        command = _compile_command(compiler)
+        compile_command, link_command = _build_commands(compiler)
         key = hashlib.sha256("\n".join([
-            *((SOURCE_DIR / name).read_text() for name in SOURCES + HEADERS), " ".join(command), tf.__version__,
+            *((SOURCE_DIR / name).read_text() for name in SOURCES + HEADERS), " ".join(compile_command + link_command), tf.__version__,
             _compiler_version(compiler), _cpu_flags()]).encode()).hexdigest()[:16]
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"ops-{key}.so"
         with open(directory / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not target.exists():
-                logging.info("Building the native kernels for this machine into %s (once; ~20 s).", target)
-                _compile(command, target)
+                logging.info("Building the native kernels for this machine into %s (once; ~30 s).", target)
+                _build(compile_command, link_command, target)
         return tf.load_op_library(str(target)), None
     except (OSError, subprocess.SubprocessError, tf.errors.OpError) as error:
         return None, f"building the native kernels failed: {str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__}"
 
 
-def _compile_command(compiler: str) -> list:
+def _build_commands(compiler: str) -> tuple[list, list]:
+    """(the command that compiles one source into an object, less its file names; the command
+    that links the objects into the library, less theirs)."""
     arch = ["-march=native"]
     # TensorFlow's Eigen headers do not compile with AVX512-FP16 (their FP16 packet code), which
     # -march=native turns on where the CPU has it; nothing here uses half floats.
     if "__AVX512FP16__" in _predefined_macros(compiler, arch):
         arch.append("-mno-avx512fp16")
-    return [compiler, "-shared", "-fPIC", "-O3", *arch, "-fopenmp-simd", "-mprefer-vector-width=512", "-Wno-deprecated-declarations", f"-I{SOURCE_DIR}",
-            *(str(SOURCE_DIR / name) for name in SOURCES), *tf.sysconfig.get_compile_flags(),
-            *tf.sysconfig.get_link_flags()]
+    return ([compiler, "-c", "-fPIC", "-O3", *arch, "-fopenmp-simd", "-mprefer-vector-width=512",
+             "-Wno-deprecated-declarations", f"-I{SOURCE_DIR}", *tf.sysconfig.get_compile_flags()],
+            [compiler, "-shared", *tf.sysconfig.get_link_flags()])
 
 
-def _compile(command: list, target: pathlib.Path) -> None:
+def _build(compile_command: list, link_command: list, target: pathlib.Path) -> None:
+    """The library at `target`: each source compiled by a compiler of its own, as many at once as
+    this process may use cores (most of the build is compiling TensorFlow's headers once per
+    source), then linked under a temporary name and renamed."""
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        objects = [str(pathlib.Path(scratch) / f"{name}.o") for name in SOURCES]
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
+            list(pool.map(_run_compiler, [[*compile_command, str(SOURCE_DIR / name), "-o", obj]
+                                          for name, obj in zip(SOURCES, objects)]))  # raises the first failure
         partial = pathlib.Path(scratch) / target.name
-        done = subprocess.run([*command, "-o", str(partial)], capture_output=True, text=True, timeout=BUILD_SECONDS)
-        if done.returncode != 0:
-            errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines()[-1:]
-            raise subprocess.SubprocessError(f"{command[0]} exited with {done.returncode}: {errors[0] if errors else ''}")
+        _run_compiler([link_command[0], link_command[1], *objects, *link_command[2:], "-o", str(partial)])
         os.replace(partial, target)
+
+
+def _run_compiler(command: list) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_SECONDS)
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines()[-1:]
+        raise subprocess.SubprocessError(f"{command[0]} exited with {done.returncode}: {errors[0] if errors else ''}")
 
 
 def _predefined_macros(compiler: str, flags: list) -> str:
