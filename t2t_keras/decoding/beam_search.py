@@ -40,7 +40,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import tensorflow as tf
 
-from t2t_keras.kernels.beam_candidates import NEG_INF, row_candidates
+from t2t_keras.kernels.beam_candidates import NEG_INF, masked_by_sentence, row_candidates
 from t2t_keras.kernels.softmax import log_normalizers_at
 from t2t_keras.kernels.top_k import top_k_rows
 from t2t_keras.token_ids import PAD_ID, START_ID
@@ -198,10 +198,7 @@ def beam_search(
             row_log_probs, row_tokens, eos_log_probs = row_candidates(logits, row_k, eos_column, native_kernels, mask)
             eos_log_probs = eos_log_probs[:, None]
         else:
-            logits = tf.cast(logits, tf.float32)
-            if mask is not None:
-                by_sentence = tf.reshape(logits, [searching, K, -1])
-                logits = tf.reshape(tf.where(mask[:, None, :], by_sentence, NEG_INF), tf.shape(logits))
+            logits = masked_by_sentence(tf.cast(logits, tf.float32), mask)
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
             allowed = token_filter.allowed(filter_state, room)
             if vocabulary is not None:

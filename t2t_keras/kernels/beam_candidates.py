@@ -24,14 +24,20 @@ def row_candidates(logits, k: int, eos_column, native_kernel: bool = False, colu
     another order).
     """
     if native_kernel and native.library() is not None:
-        mask = tf.zeros([0, tf.shape(logits)[1]], tf.bool) if column_mask is None else column_mask
+        no_mask = tf.zeros([0, 0], tf.bool)  # a constant: the kernel reads [0, any] as "no mask"
         log_probs, columns, eos_log_probs = native.library().t2t_beam_candidates(
-            logits, eos_column, mask, k=k, masked_logit=NEG_INF)
+            logits, eos_column, no_mask if column_mask is None else column_mask, k=k, masked_logit=NEG_INF)
         return log_probs, columns, eos_log_probs
-    logits = tf.cast(logits, tf.float32)
-    if column_mask is not None:
-        by_sentence = tf.reshape(logits, [tf.shape(column_mask)[0], -1, tf.shape(logits)[1]])
-        logits = tf.reshape(tf.where(column_mask[:, None, :], by_sentence, NEG_INF), tf.shape(logits))
+    logits = masked_by_sentence(tf.cast(logits, tf.float32), column_mask)
     top_logits, columns = top_k_rows(logits, k)
     normalizers, _ = log_normalizers_at(logits, columns[:, 0])
     return top_logits - normalizers[:, None], columns, logits[:, eos_column] - normalizers
+
+
+def masked_by_sentence(logits, column_mask):
+    """[N, V] logits NEG_INF outside each row's sentence's columns (`column_mask` [S, V] bool,
+    N = S * rows per sentence, in order); None: as they are."""
+    if column_mask is None:
+        return logits
+    by_sentence = tf.reshape(logits, [tf.shape(column_mask)[0], -1, tf.shape(logits)[1]])
+    return tf.reshape(tf.where(column_mask[:, None, :], by_sentence, NEG_INF), tf.shape(logits))

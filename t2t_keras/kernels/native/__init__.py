@@ -65,9 +65,10 @@ def build_and_load(compiler_name: str, directory: pathlib.Path):
     if compiler is None:
         return None, f"no C++ compiler ('{compiler_name}' is not on PATH; set CXX to one)"
     try:
-        compile_command, link_command = _build_commands(compiler)
+        compile_flags, link_flags = _build_flags(compiler)
         key = hashlib.sha256("\n".join([
-            *((SOURCE_DIR / name).read_text() for name in SOURCES + HEADERS), " ".join(compile_command + link_command), tf.__version__,
+            *((SOURCE_DIR / name).read_text() for name in SOURCES + HEADERS), " ".join([compiler, *compile_flags, *link_flags]),
+            tf.__version__,
             _compiler_version(compiler), _cpu_flags()]).encode()).hexdigest()[:16]
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"ops-{key}.so"
@@ -75,26 +76,25 @@ def build_and_load(compiler_name: str, directory: pathlib.Path):
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not target.exists():
                 logging.info("Building the native kernels for this machine into %s (once; ~30 s).", target)
-                _build(compile_command, link_command, target)
+                _build(compiler, compile_flags, link_flags, target)
         return tf.load_op_library(str(target)), None
     except (OSError, subprocess.SubprocessError, tf.errors.OpError) as error:
         return None, f"building the native kernels failed: {str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__}"
 
 
-def _build_commands(compiler: str) -> tuple[list, list]:
-    """(the command that compiles one source into an object, less its file names; the command
-    that links the objects into the library, less theirs)."""
+def _build_flags(compiler: str) -> tuple[list, list]:
+    """(the flags that compile one source into an object, the flags that link the objects)."""
     arch = ["-march=native"]
     # TensorFlow's Eigen headers do not compile with AVX512-FP16 (their FP16 packet code), which
     # -march=native turns on where the CPU has it; nothing here uses half floats.
     if "__AVX512FP16__" in _predefined_macros(compiler, arch):
         arch.append("-mno-avx512fp16")
-    return ([compiler, "-c", "-fPIC", "-O3", *arch, "-fopenmp-simd", "-mprefer-vector-width=512",
-             "-Wno-deprecated-declarations", f"-I{SOURCE_DIR}", *tf.sysconfig.get_compile_flags()],
-            [compiler, "-shared", *tf.sysconfig.get_link_flags()])
+    return (["-c", "-fPIC", "-O3", *arch, "-fopenmp-simd", "-mprefer-vector-width=512", "-Wno-deprecated-declarations",
+             f"-I{SOURCE_DIR}", *tf.sysconfig.get_compile_flags()],
+            tf.sysconfig.get_link_flags())
 
 
-def _build(compile_command: list, link_command: list, target: pathlib.Path) -> None:
+def _build(compiler: str, compile_flags: list, link_flags: list, target: pathlib.Path) -> None:
     """The library at `target`: each source compiled by a compiler of its own, as many at once as
     this process may use cores (most of the build is compiling TensorFlow's headers once per
     source), then linked under a temporary name and renamed."""
@@ -102,10 +102,10 @@ def _build(compile_command: list, link_command: list, target: pathlib.Path) -> N
         objects = [str(pathlib.Path(scratch) / f"{name}.o") for name in SOURCES]
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
-            list(pool.map(_run_compiler, [[*compile_command, str(SOURCE_DIR / name), "-o", obj]
+            list(pool.map(_run_compiler, [[compiler, *compile_flags, str(SOURCE_DIR / name), "-o", obj]
                                           for name, obj in zip(SOURCES, objects)]))  # raises the first failure
         partial = pathlib.Path(scratch) / target.name
-        _run_compiler([link_command[0], link_command[1], *objects, *link_command[2:], "-o", str(partial)])
+        _run_compiler([compiler, "-shared", *objects, *link_flags, "-o", str(partial)])
         os.replace(partial, target)
 
 

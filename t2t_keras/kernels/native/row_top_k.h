@@ -1,6 +1,6 @@
 // The k largest values of a vocabulary-sized row, for a beam-sized k, as tf.math.top_k gives
 // them (descending; among equal values the lower index first), from one pass over the row:
-// TensorFlow's TopKV2 heaps every value, while here a block of kBlock values whose maximum does
+// TensorFlow's TopKV2 heaps every value, while here a block of kTopKBlock values whose maximum does
 // not beat the k-th best so far is skipped after one vectorised maximum (almost every block
 // after the first few).
 #ifndef T2T_KERAS_KERNELS_NATIVE_ROW_TOP_K_H_
