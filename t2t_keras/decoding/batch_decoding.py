@@ -30,6 +30,9 @@ class Hypothesis(NamedTuple):
 
 
 EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)
+# A search part's sentences are split into this many groups with a shortlist, each
+# multiplied by its own union of lists: docs/results/decoding_speed.md, "Shortlist".
+SHORTLIST_GROUPS = 8
 
 
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
@@ -48,21 +51,23 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
 
     from t2t_keras.decoding.beam_search import beam_search
 
-    vocabulary = mask = None
+    vocabulary = groups = mask = None
     if shortlist is not None:
-        vocabulary = shortlist.vocabulary(input_ids)
-        mask = shortlist.sentence_mask(input_ids, vocabulary)
+        vocabulary, groups = shortlist.vocabularies(input_ids, SHORTLIST_GROUPS)
+        mask = shortlist.sentence_mask(input_ids, vocabulary, groups)
     encoded = model.encode(input_ids, training=False)
     if cached:
         memory, state = model.init_decoding(encoded, beam_size)
         step = _step_over(model, model.output_weights(vocabulary), float32_logits=not native_kernels)
+        if shortlist is not None:
+            step, memory = _grouped(step, beam_size), (memory, groups)
     else:
-        (memory, state), step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary)
+        (memory, state), step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, groups)
     filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
     return beam_search(
         wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
-        eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state,
-        vocabulary=vocabulary, column_mask=mask, exact=exact, n_best=n_best, sentence_state=memory,
+        eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state, vocabulary=vocabulary,
+        sentence_groups=groups, column_mask=mask, exact=exact, n_best=n_best, sentence_state=memory,
         native_kernels=native_kernels,
     )
 
@@ -71,26 +76,44 @@ def _step_over(model, output_weights, float32_logits: bool = True):
     """The model's decode step over the output projection prepared once per search: captured
     by the search's loop, not carried through it. Its logits float32, or in the product's
     dtype (for the native beam kernel, which reads bfloat16 as it is)."""
-    return lambda ids, index, cache, memory: model.decode_step(ids, index, cache, memory, output_weights, float32_logits)
+    return lambda ids, index, cache, memory, group_rows=None: model.decode_step(
+        ids, index, cache, memory, output_weights, float32_logits, group_rows)
 
 
-def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None):
-    """((per-sentence state, initial state), step function) of the uncached search: the state is
-    each hypothesis's prefix, and a step runs `model.decode` over all of it, against the
-    encoder output of its sentence, to read the logits at `index` (the columns of `vocabulary`
-    only, if given: a shortlist's)."""
+def _grouped(step, beam_size: int):
+    """`step` over a shortlist's groups: its per-sentence state (memory, each sentence's group);
+    the hypotheses of the sentences still searching are contiguous by group (sentences leave
+    the search in order), so each group's rows are its count of them x beam_size."""
     import tensorflow as tf
 
-    def step(ids, index, prefix, encoded):
+    def grouped_step(ids, index, cache, sentence_state):
+        memory, groups = sentence_state
+        group_rows = tf.math.bincount(groups, minlength=SHORTLIST_GROUPS, maxlength=SHORTLIST_GROUPS) * beam_size
+        return step(ids, index, cache, memory, group_rows)
+
+    return grouped_step
+
+
+def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None, groups=None):
+    """((per-sentence state, initial state), step function) of the uncached search: the state is
+    each hypothesis's prefix, and a step runs `model.decode` over all of it, against the
+    encoder output of its sentence, to read the logits at `index` (the columns of its group's
+    row of `vocabulary` only, if given: a shortlist's)."""
+    import tensorflow as tf
+
+    def step(ids, index, prefix, sentence_state):
+        encoded, groups = sentence_state
         beams = tf.shape(ids)[0] // tf.shape(encoded.mask)[0]
         rows = tf.range(tf.shape(ids)[0])
         prefix = tf.tensor_scatter_nd_update(prefix, tf.stack([rows, tf.fill(tf.shape(ids), index)], axis=1), ids)
         targets = tf.concat([prefix[:, 1:], tf.zeros_like(prefix[:, :1])], axis=1)  # decode() shifts right
         logits = model.decode(targets, tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), encoded))[:, index]
-        return (logits if vocabulary is None else tf.gather(logits, vocabulary, axis=1)), prefix
+        if vocabulary is None:
+            return logits, prefix
+        return tf.gather(logits, tf.gather(vocabulary, tf.repeat(groups, beams)), batch_dims=1), prefix
 
     prefix = tf.zeros([tf.shape(max_lengths)[0] * beam_size, tf.reduce_max(max_lengths)], tf.int32)
-    return (encoded, prefix), step
+    return ((encoded, () if groups is None else groups), prefix), step
 
 
 def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int, temperature: float, alpha: float,

@@ -84,6 +84,7 @@ def beam_search(
     token_filter: TokenFilter | None = None,
     filter_state=None,
     vocabulary=None,
+    sentence_groups=None,
     column_mask=None,
     exact: bool = False,
     n_best: int = 1,
@@ -111,12 +112,14 @@ def beam_search(
       start_id: the token fed at position 0.
       token_filter: restricts the next tokens (`TokenFilter`); `filter_state` is its
         `initial_state`.
-      vocabulary: int32 [V'] token ids in ascending order, one per logits column, EOS among
-        them (a token may repeat in columns the step masks): the step's logits cover only
-        these tokens (a `Shortlist`), and log-probabilities are normalised over them; None:
-        the columns are the whole vocabulary.
+      vocabulary: int32 [G, V'] token ids, each row in ascending order, one per logits
+        column, EOS among them in the same column of every row (a token may repeat in columns
+        `column_mask` masks): the logits of sentence b's hypotheses cover only the tokens of
+        row `sentence_groups[b]` (a `Shortlist`'s groups), and log-probabilities are
+        normalised over them; None: the columns are the whole vocabulary.
+      sentence_groups: int32 [B], each sentence's row of `vocabulary` (with `vocabulary`).
       column_mask: [B, V'] bool, the columns each sentence may take (its own shortlist among
-        the batch's `vocabulary`): its logits are NEG_INF elsewhere, before they are
+        its row of `vocabulary`): its logits are NEG_INF elsewhere, before they are
         normalised; None: all.
       exact: search until no alive hypothesis could beat a finished one at its maximum
         length (the n-best list exact); default: until the `n_best`-th best finished one
@@ -137,12 +140,14 @@ def beam_search(
         raise ValueError(f"beam_search: n_best={n_best} must be 1 to beam_size ({beam_size}).")
     K = beam_size
     max_lengths = tf.cast(max_lengths, tf.int32)
-    eos_column = eos_id if vocabulary is None else tf.searchsorted(vocabulary, [eos_id])[0]
+    eos_column = eos_id if vocabulary is None else tf.searchsorted(vocabulary[0], [eos_id])[0]
     max_length = tf.maximum(tf.reduce_max(max_lengths), 0)  # 0 for an empty batch
     if token_filter is None:
         filter_state = ()
     if column_mask is None:
         column_mask = ()
+    if vocabulary is None:
+        sentence_groups = ()
 
     # Every sentence's K best finished hypotheses, by score, final once the sentence settles.
     finished_seqs = tf.fill([batch_size, K, 1], PAD_ID)
@@ -169,10 +174,10 @@ def beam_search(
         """The search without the sentences `done` [A]; `rows` [A, K]: each kept hypothesis's
         row in the per-hypothesis state (its parent's, after a step)."""
         keep = tf.cast(tf.where(~done)[:, 0], tf.int32)
-        state, filter_state, sentence_state, column_mask = states
+        state, filter_state, *per_sentence = states
         hypothesis_rows = tf.reshape(tf.gather(rows, keep), [-1])
         state, filter_state = tf.nest.map_structure(lambda t: tf.gather(t, hypothesis_rows), (state, filter_state))
-        per_sentence = (sentence_state, column_mask)
+        per_sentence = tuple(per_sentence)
         if tf.nest.flatten(per_sentence):  # gathered only when a sentence leaves (a few times a batch)
             per_sentence = tf.cond(tf.reduce_any(done), lambda: tf.nest.map_structure(lambda t: tf.gather(t, keep), per_sentence),
                                    lambda: per_sentence)
@@ -183,7 +188,7 @@ def beam_search(
         return (index < max_length) & (tf.size(active) > 0)
 
     def body(index, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states):
-        state, filter_state, sentence_state, column_mask = states
+        state, filter_state, sentence_state, column_mask, sentence_groups = states
         searching = tf.shape(active)[0]
         active_max_lengths = tf.gather(max_lengths, active)
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
@@ -202,14 +207,15 @@ def beam_search(
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
             allowed = token_filter.allowed(filter_state, room)
             if vocabulary is not None:
-                allowed = tf.gather(allowed, vocabulary, axis=1)
+                allowed = tf.gather(allowed, tf.gather(vocabulary, tf.repeat(sentence_groups, K)), batch_dims=1)
             row_logits, row_tokens = top_k_rows(tf.where(allowed, logits, NEG_INF), row_k, native_kernels)
             log_normalizers, _ = log_normalizers_at(logits, tf.argmax(logits, axis=-1, output_type=tf.int32))
             log_normalizers = log_normalizers[:, None]
             row_log_probs = row_logits - log_normalizers
             eos_log_probs = logits[:, eos_column : eos_column + 1] - log_normalizers
-        if vocabulary is not None:
-            row_tokens = tf.gather(vocabulary, row_tokens)  # columns -> token ids
+        if vocabulary is not None:  # columns -> token ids
+            row_offsets = tf.repeat(sentence_groups, K)[:, None] * tf.shape(vocabulary)[1]
+            row_tokens = tf.gather(tf.reshape(vocabulary, [-1]), row_offsets + row_tokens)
         at_limit = (room <= 0)[:, None]
         first = tf.range(row_k)[None, :] == 0
         row_log_probs = tf.where(at_limit, tf.where(first, eos_log_probs, NEG_INF), row_log_probs)
@@ -253,14 +259,15 @@ def beam_search(
         done = settled(index + 1, alive_log_probs, scores, flags, active_max_lengths)
         parent_rows = tf.range(searching)[:, None] * K + parent_beams
         active, alive_seqs, alive_log_probs, states = drop_settled(
-            done, parent_rows, active, alive_seqs, alive_log_probs, (state, filter_state, sentence_state, column_mask))
+            done, parent_rows, active, alive_seqs, alive_log_probs,
+            (state, filter_state, sentence_state, column_mask, sentence_groups))
         return index + 1, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states
 
     # A sentence that may generate nothing (max length 0) is settled before any step.
     first_rows = tf.range(batch_size)[:, None] * K + tf.range(K)[None, :]
     active, alive_seqs, alive_log_probs, states = drop_settled(
         max_lengths <= 0, first_rows, active, alive_seqs, alive_log_probs,
-        (initial_state, filter_state, sentence_state, column_mask))
+        (initial_state, filter_state, sentence_state, column_mask, sentence_groups))
     loop_vars = (tf.constant(0), active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states)
     shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
     _, _, _, _, finished_seqs, finished_scores, finished_flags, _ = tf.while_loop(

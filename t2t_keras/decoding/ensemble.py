@@ -41,9 +41,11 @@ class Ensemble(tf.Module):
     def output_weights(self, vocabulary=None) -> tuple:
         return tuple(model.output_weights(vocabulary) for model in self.models)
 
-    def decode_step(self, ids, index, cache: tuple, memory: tuple, output_weights: tuple, float32_logits: bool = True):
+    def decode_step(self, ids, index, cache: tuple, memory: tuple, output_weights: tuple, float32_logits: bool = True,
+                    group_rows=None):
         """The members' steps, their probabilities averaged: float32 logits whatever `float32_logits` asks."""
-        steps = [model.decode_step(ids, index, c, m, w) for model, c, m, w in zip(self.models, cache, memory, output_weights)]
+        steps = [model.decode_step(ids, index, c, m, w, group_rows=group_rows)
+                 for model, c, m, w in zip(self.models, cache, memory, output_weights)]
         return self._mean_probabilities([logits for logits, _ in steps]), tuple(c for _, c in steps)
 
 

@@ -11,9 +11,11 @@ tokens. Association is the Dice coefficient of co-occurrence in training pairs,
     shortlist = Shortlist.from_pairs(pairs, vocab_size, vocab_size)   # (source ids, target ids) pairs
     batch_decoding.search_batch(model, input_ids, ..., shortlist=shortlist)
 
-The step multiplies by the rows of the batch's `vocabulary` (the union of its sentences'
-lists) only, and each sentence is ranked and normalised over its own list (`sentence_mask`);
-the speed it gains and the val BLEU it costs are in docs/results/decoding_speed.md, "Shortlist".
+The batch's sentences are searched in groups (`vocabularies`): each group's hypotheses are
+multiplied by the output rows of the union of its sentences' lists only (a smaller union than
+the whole batch's: fewer columns to multiply and to rank), and each sentence is ranked and
+normalised over its own list (`sentence_mask`); the speed it gains and the val BLEU it costs
+are in docs/results/decoding_speed.md, "Shortlist".
 """
 
 from __future__ import annotations
@@ -125,36 +127,53 @@ class Shortlist(NamedTuple):
         `frequent` most frequent tokens only."""
         return Shortlist(self.candidates[:, :per_source], self.frequent[:frequent])
 
-    def vocabulary(self, input_ids):
-        """int32 [V'] ascending: the reserved tokens, the frequent ones and the candidates of
-        the source ids [B, S], once each: the output rows a batch's step multiplies by. (A
-        name spelled alike on both sides is its own best candidate: Dice 1.) Its last token is
-        repeated up to a multiple of TOP_K_BLOCK columns, which `sentence_mask` never allows,
-        so that beam search's blocked top-k needs no padded copy of the logits at every step."""
+    def vocabularies(self, input_ids, groups: int):
+        """(int32 [groups, V'], int32 [B]): the output rows of each group of the source ids [B, S]
+        (contiguous runs of ceil(B / groups) sentences; the last groups may be empty) and each
+        sentence's group. A group's row holds, ascending and once each, the reserved tokens, the
+        frequent ones and its sentences' candidates: the rows its hypotheses' step multiplies
+        by. (A name spelled alike on both sides is its own best candidate: Dice 1.) The
+        reserved tokens lead every row, so EOS has the same column in each. Each row's last
+        token is repeated up to V' (the longest row rounded up to a multiple of TOP_K_BLOCK
+        columns), in columns `sentence_mask` never allows, so that beam search's blocked top-k
+        needs no padded copy of the logits at every step."""
         import tensorflow as tf
 
         from t2t_keras.kernels.top_k import TOP_K_BLOCK
 
-        ids = tf.concat([self._always(), tf.reshape(self._candidates_of(input_ids), [-1])], axis=0)
-        listed = tf.sort(tf.unique(ids)[0])
-        padding = -tf.size(listed) % TOP_K_BLOCK
-        return tf.concat([listed, tf.fill([padding], listed[-1])], axis=0)
+        candidates = self._candidates_of(input_ids)  # [B, S * K]
+        batch, width = tf.shape(candidates)[0], self._width()
+        sentence_groups = tf.range(batch) // tf.maximum((batch + groups - 1) // groups, 1)
+        listed = tf.reshape(_indicator(tf.reshape(sentence_groups[:, None] * width + candidates, [-1]), groups * width),
+                            [groups, width])
+        listed = listed | _indicator(self._always(), width)[None, :]
+        group_of, tokens = tf.unstack(tf.cast(tf.where(listed), tf.int32), axis=1)  # row-major: ascending within a group
+        lists = tf.RaggedTensor.from_value_rowids(tokens, group_of, nrows=groups)
+        longest = tf.reduce_max(lists.row_lengths())
+        width = tf.cast(longest + -longest % TOP_K_BLOCK, tf.int32)
+        padded = lists.to_tensor(default_value=-1, shape=tf.stack([groups, width]))
+        last = tf.gather(tokens, tf.cast(lists.row_limits() - 1, tf.int32))  # every row holds the reserved tokens
+        vocabulary = tf.where(padded < 0, last[:, None], padded)
+        vocabulary.set_shape([groups, None])
+        return vocabulary, sentence_groups
 
-    def sentence_mask(self, input_ids, vocabulary):
-        """bool [B, V']: which of `vocabulary`'s tokens are in each sentence's own shortlist
-        (the reserved, the frequent and its source ids' candidates). Searching each sentence
-        over its own shortlist, not the batch's, makes its output independent of its batch."""
+    def sentence_mask(self, input_ids, vocabulary, sentence_groups):
+        """bool [B, V']: which of its group's `vocabulary` columns are in each sentence's own
+        shortlist (the reserved, the frequent and its source ids' candidates). Searching each
+        sentence over its own shortlist, not its group's, makes its output independent of its
+        batch."""
         import tensorflow as tf
 
-        candidates = self._candidates_of(input_ids)  # [B, S, K]
-        batch, width = tf.shape(candidates)[0], tf.reduce_max(vocabulary) + 1
-        per_sentence = tf.reshape(candidates, [batch, -1])
-        rows = tf.repeat(tf.range(batch), tf.shape(per_sentence)[1])
-        listed = tf.scatter_nd(tf.stack([rows, tf.reshape(per_sentence, [-1])], axis=1),
-                               tf.ones_like(rows), [batch, width]) > 0
-        always = tf.scatter_nd(self._always()[:, None], tf.ones_like(self._always()), [width]) > 0
-        first_column_of_its_token = tf.concat([[True], vocabulary[1:] > vocabulary[:-1]], axis=0)  # not a padding one
-        return tf.gather(listed | always[None, :], vocabulary, axis=1) & first_column_of_its_token[None, :]
+        width = self._width()
+        listed = _indicator(self._candidates_of(input_ids), width) | _indicator(self._always(), width)[None, :]
+        first_column_of_its_token = tf.concat(  # not a padding one
+            [tf.ones_like(vocabulary[:, :1], tf.bool), vocabulary[:, 1:] > vocabulary[:, :-1]], axis=1)
+        columns = tf.gather(vocabulary, sentence_groups)
+        return tf.gather(listed, columns, batch_dims=1) & tf.gather(first_column_of_its_token, sentence_groups)
+
+    def _width(self) -> int:
+        """One more than the largest token id the shortlist can name."""
+        return int(max(self.candidates.max(initial=0), self.frequent.max(initial=0), NUM_RESERVED - 1)) + 1
 
     def _always(self):
         import tensorflow as tf
@@ -162,9 +181,11 @@ class Shortlist(NamedTuple):
         return tf.concat([tf.range(NUM_RESERVED, dtype=tf.int32), tf.constant(self.frequent)], axis=0)
 
     def _candidates_of(self, input_ids):
+        """int32 [B, S * K]: the candidates of each sentence's source ids."""
         import tensorflow as tf
 
-        return tf.gather(tf.constant(self.candidates), tf.cast(input_ids, tf.int32))
+        candidates = tf.gather(tf.constant(self.candidates), tf.cast(input_ids, tf.int32))
+        return tf.reshape(candidates, [tf.shape(input_ids)[0], -1])
 
     def save(self, path: str) -> None:
         """An .npz file, written atomically."""
@@ -198,6 +219,13 @@ def load_run_shortlist(run_dir) -> Shortlist:
             "it into averaged or best directories, or decode with shortlist=0."
         )
     return Shortlist.load(run_dir.shortlist_path)
+
+
+def _indicator(ids, width: int):
+    """bool [..., width]: which of 0..width-1 are among the last axis of `ids` ([N] or [B, N])."""
+    import tensorflow as tf
+
+    return tf.math.bincount(ids, minlength=width, maxlength=width, binary_output=True, axis=-1 if ids.shape.rank == 2 else None) > 0
 
 
 def _merged_counts(keys: list[np.ndarray], counts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

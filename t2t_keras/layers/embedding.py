@@ -82,14 +82,24 @@ class SharedEmbedding(keras.layers.Layer):
     def output_weights(self, vocabulary=None):
         """The output projection as `step_logits` multiplies by it, prepared once per search:
         the table's rows of `vocabulary` (token ids [V'], a shortlist's; None: all), in the
-        layout of the step orientation (see `choose_step_orientation`)."""
-        table = self._table() if vocabulary is None else tf.gather(self._table(), vocabulary)
-        return _ORIENTATIONS[self.step_orientation].prepare(table)
+        layout of the step orientation (see `choose_step_orientation`); with `vocabulary`
+        [G, V'] (a shortlist's groups, G known when the graph is built), a tuple of G, one per row."""
+        prepare = _ORIENTATIONS[self.step_orientation].prepare
+        if vocabulary is not None and vocabulary.shape.rank == 2:
+            return tuple(prepare(tf.gather(self._table(), row)) for row in tf.unstack(vocabulary))
+        return prepare(self._table() if vocabulary is None else tf.gather(self._table(), vocabulary))
 
-    def step_logits(self, inputs, weights, float32: bool = True):
+    def step_logits(self, inputs, weights, float32: bool = True, group_rows=None):
         """`logits` of one decoding step's few rows: [N, d_model] -> [N, V'], with `weights`
-        from `output_weights` (V' its tokens): float32, or in the weights' dtype."""
-        logits = _ORIENTATIONS[self.step_orientation].product(tf.cast(inputs, weights.dtype), weights)
+        from `output_weights` (V' its tokens): float32, or in the weights' dtype. Grouped
+        weights (a tuple) need `group_rows` [G]: how many of the rows, in order, each group
+        has; each group's rows are multiplied by its own weights."""
+        product = _ORIENTATIONS[self.step_orientation].product
+        if isinstance(weights, tuple):
+            rows = tf.split(tf.cast(inputs, weights[0].dtype), group_rows, num=len(weights))
+            logits = tf.concat([product(x, w) for x, w in zip(rows, weights)], axis=0)
+        else:
+            logits = product(tf.cast(inputs, weights.dtype), weights)
         return tf.cast(logits, tf.float32) if float32 else logits
 
     def choose_step_orientation(self, rows: int) -> str:

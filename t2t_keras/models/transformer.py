@@ -315,17 +315,20 @@ class Transformer(keras.Model):
         return memory, DecoderCache(keys=tuple(keys), values=tuple(values), copied=ops.zeros((batch_size,), "int32"))
 
     def output_weights(self, vocabulary=None):
-        """The output projection of `vocabulary` (token ids [V'], a batch's shortlist; None:
-        all tokens) as `decode_step` multiplies by it, prepared once per search."""
+        """The output projection of `vocabulary` (token ids [V'], a shortlist; [G, V'], a
+        shortlist's groups; None: all tokens) as `decode_step` multiplies by it, prepared once
+        per search."""
         return self.softmax_projection.output_weights(vocabulary)
 
     def decode_step(self, ids, index, cache: DecoderCache, memory: DecoderMemory, output_weights,
-                    float32_logits: bool = True):
+                    float32_logits: bool = True, group_rows=None):
         """Feeds `ids` [N] at position `index` (= the cache's length), N = B * K hypotheses of
         the memory's B sentences; returns (next-token logits [N, V'] over the columns of
         `output_weights` (`output_weights()`), the cache one position longer). The logits are
         float32, or with `float32_logits=False` in the output product's dtype (bfloat16 in a
-        bf16 model: for a consumer that reads them as they are, the native beam kernel)."""
+        bf16 model: for a consumer that reads them as they are, the native beam kernel). With
+        grouped output weights, `group_rows` [G] says how many of the N rows, in order, are
+        each group's: a row's columns are its group's tokens."""
         x, copied = self._embed_targets(ids[:, None], index, training=False, copied_before=cache.copied)
         x = ops.reshape(x, (-1, self.hparams.hidden_size))  # [N, d]: the step runs on rank-2 tensors
         keys, values = [], []
@@ -335,7 +338,8 @@ class Transformer(keras.Model):
             )
             keys.append(layer_keys)
             values.append(layer_values)
-        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), output_weights, float32_logits)
+        logits = self.softmax_projection.step_logits(_end_of_stack(self.decoder_norm, x), output_weights, float32_logits,
+                                                     group_rows)
         return logits, DecoderCache(keys=tuple(keys), values=tuple(values), copied=copied)
 
     def _embed_sources(self, ids, training):

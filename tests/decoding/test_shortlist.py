@@ -60,16 +60,28 @@ def test_merged_alternates_by_rank_each_token_once_in_the_first_ones_size():
     assert merged.frequent.tolist() == [1, 4, 2]
 
 
-def test_batch_vocabulary_and_each_sentences_own_shortlist_in_it():
+def test_group_vocabularies_and_each_sentences_own_shortlist_in_its_group():
     shortlist = Shortlist.from_pairs(PAIRS, VOCAB, VOCAB, per_source=2, frequent=1)
-    sources = tf.constant([[5, 1, 0], [6, 6, 1]])
-    vocabulary = shortlist.vocabulary(sources)
-    # frequent: 1; candidates of 5: 20, 1; of 6: 21, 22; of EOS (in every pair): 1, 30; of PAD: none;
-    # then 30 again up to 32 columns (TOP_K_BLOCK), masked for every sentence.
-    assert vocabulary.numpy().tolist() == [0, 1, 2, 20, 21, 22, 30] + [30] * 25
-    mask = shortlist.sentence_mask(sources, vocabulary).numpy().tolist()
+    sources = tf.constant([[5, 1, 0], [6, 6, 1], [5, 6, 1]])
+    # frequent: 1; candidates of 5: 20, 1; of 6: 21, 22; of EOS (in every pair): 1, 30; of PAD: none.
+    vocabulary, groups = shortlist.vocabularies(sources, 1)
+    # One group: the batch's union, then 30 again up to 32 columns (TOP_K_BLOCK), masked for every sentence.
+    assert vocabulary.numpy().tolist() == [[0, 1, 2, 20, 21, 22, 30] + [30] * 25] and groups.numpy().tolist() == [0, 0, 0]
+    mask = shortlist.sentence_mask(sources, vocabulary, groups).numpy().tolist()
     assert mask == [[True, True, True, True, False, False, True] + [False] * 25,
-                    [True, True, True, False, True, True, True] + [False] * 25]
+                    [True, True, True, False, True, True, True] + [False] * 25,
+                    [True, True, True, True, True, True, True] + [False] * 25]
+    # Three groups of ceil(3 / 3) = 1; four of ceil(3 / 4) = 1, the last empty: the reserved and frequent tokens only.
+    vocabulary, groups = shortlist.vocabularies(sources, 4)
+    assert groups.numpy().tolist() == [0, 1, 2]
+    assert vocabulary.numpy().tolist() == [[0, 1, 2, 20, 30] + [30] * 27, [0, 1, 2, 21, 22, 30] + [30] * 26,
+                                           [0, 1, 2, 20, 21, 22, 30] + [30] * 25, [0, 1, 2] + [2] * 29]
+    mask = shortlist.sentence_mask(sources, vocabulary, groups).numpy().tolist()
+    assert mask == [[True] * 5 + [False] * 27, [True] * 6 + [False] * 26, [True] * 7 + [False] * 25]
+    # Two groups of ceil(3 / 2) = 2.
+    vocabulary, groups = shortlist.vocabularies(sources, 2)
+    assert groups.numpy().tolist() == [0, 0, 1]
+    assert vocabulary.numpy()[:, :7].tolist() == [[0, 1, 2, 20, 21, 22, 30], [0, 1, 2, 20, 21, 22, 30]]
 
 
 def _model():
@@ -122,7 +134,7 @@ def test_cached_shortlist_step_is_the_full_logits_at_the_shortlisted_columns():
     np.testing.assert_array_equal(cached.ids.numpy(), reference.ids.numpy())
     np.testing.assert_allclose(cached.scores.numpy(), reference.scores.numpy(), atol=1e-4)
     for sentence, ids in zip(SOURCES, cached.ids.numpy()):
-        own = set(RANDOM_SHORTLIST.vocabulary(sentence[None, :]).numpy().tolist())
+        own = set(RANDOM_SHORTLIST.vocabularies(sentence[None, :], 1)[0].numpy().ravel().tolist())
         assert set(np.unique(ids).tolist()) <= own and len(own) < VOCAB // 2  # the shortlist does restrict the choice
     assert not np.array_equal(cached.ids.numpy(), _search(model, None).ids.numpy())
 
@@ -165,7 +177,7 @@ def test_run_dir_shortlist_decodes_and_bad_settings_are_one_line(trained_output_
     ids = translator.search_module().translate_ids(batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True)
                                                                  for l in lines]))["ids"].numpy()
     sources = batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True) for l in lines])
-    allowed = set(stored.limited(5, 20).vocabulary(sources).numpy().tolist())
+    allowed = set(stored.limited(5, 20).vocabularies(sources, 1)[0].numpy().ravel().tolist())
     assert set(np.unique(ids).tolist()) <= allowed and len(allowed) < 200
     assert all(isinstance(text, str) for text in translator.generate(lines))
     unlisted = Translator.from_preset(trained_output_dir, beam_size=2)

@@ -31,11 +31,16 @@ def test_step_logits_equal_logits():
     layer.build()
     x = np.random.default_rng(0).normal(size=(12, 16)).astype("float32")
     shortlist = tf.constant([1, 5, 17, 299])
+    groups = tf.constant([[1, 5, 17, 299], [2, 3, 4, 4], [7, 8, 9, 10]])  # rows 0-4, none, 5-11
+    group_rows = tf.constant([5, 0, 7])
     for orientation in ("nn", "nt", "tn"):  # every orientation choose_step_orientation picks from
         layer.step_orientation = orientation
         np.testing.assert_allclose(layer.step_logits(x, layer.output_weights()), layer.logits(x), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(layer.step_logits(x, layer.output_weights(shortlist)),
                                    tf.gather(layer.logits(x), shortlist, axis=1), rtol=1e-5, atol=1e-5)
+        row_columns = tf.gather(groups, [0] * 5 + [2] * 7)
+        np.testing.assert_allclose(layer.step_logits(x, layer.output_weights(groups), group_rows=group_rows),
+                                   tf.gather(layer.logits(x), row_columns, batch_dims=1), rtol=1e-5, atol=1e-5)
     assert layer.choose_step_orientation(12) == layer.step_orientation in ("nn", "nt", "tn")
 
 
