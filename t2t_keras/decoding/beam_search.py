@@ -286,10 +286,11 @@ def beam_search(
 
 
 def search_in_parts(search: Callable, input_ids, parts: int, *per_sentence) -> BeamSearchResult:
-    """`search` (source ids [b, S], then a slice of each `per_sentence` tensor [B, ...] ->
-    BeamSearchResult) over `parts` contiguous slices of the batch [B, S] (some empty when
-    B < parts), as independent branches of one graph, joined back in order (ids padded to the
-    longest part's steps).
+    """`search` (source ids [b, S], then the same rows of each `per_sentence` tensor [B, ...] ->
+    BeamSearchResult) over `parts` interleaved parts of the batch [B, S] (part p its rows p,
+    p + parts, ...; some empty when B < parts), as independent branches of one graph, joined
+    back in order (ids padded to the longest part's steps). Interleaved, the parts of a batch
+    sorted by length hold sentences as long as each other's, so they end together.
 
     TensorFlow's inter-op threads run the branches side by side: with one thread per op
     (`system.one_thread_per_op`) each part keeps one CPU core busy with no hand-offs between
@@ -299,21 +300,15 @@ def search_in_parts(search: Callable, input_ids, parts: int, *per_sentence) -> B
     """
     if parts == 1:
         return search(input_ids, *per_sentence)
-    batch = tf.shape(input_ids)[0]
-    bounds = tf.range(parts + 1) * batch // parts
-    results = [
-        search(*(t[bounds[part] : bounds[part + 1]] for t in (input_ids, *per_sentence))) for part in range(parts)
-    ]
+    results = [search(*(t[part::parts] for t in (input_ids, *per_sentence))) for part in range(parts)]
     steps = tf.reduce_max([tf.shape(result.ids)[2] for result in results])
     padded = [
         tf.pad(result.ids, [[0, 0], [0, 0], [0, steps - tf.shape(result.ids)[2]]], constant_values=PAD_ID)
         for result in results
     ]
-    return BeamSearchResult(
-        tf.concat(padded, axis=0),
-        tf.concat([result.scores for result in results], axis=0),
-        tf.concat([result.lengths for result in results], axis=0),
-    )
+    rows = [tf.range(tf.shape(input_ids)[0])[part::parts] for part in range(parts)]
+    return BeamSearchResult(*(tf.dynamic_stitch(rows, parts_of_field)
+                              for parts_of_field in (padded, [r.scores for r in results], [r.lengths for r in results])))
 
 
 def tile_for_beams(tensor, beam_size: int):
