@@ -3,7 +3,7 @@ exported once to CTranslate2, then every configuration decodes the same file in 
 process of its own (benchmarks/decode_file.py), round after round, the configurations
 interleaved so that the machine's drift hits them alike:
 
-    ours fp32 | ours bf16 | ours fp32 shortlist=N | ours bf16 shortlist=N |
+    ours fp32 | bf16 | bf16 + int8 logits, each without and with shortlist=N |
     CTranslate2 float32 | float32 + vmap | int8 | int8 + vmap      (2 workers x 1 thread on 2 cores)
 
     .venv/bin/python benchmarks/decode_engines.py --output_dir=out/demo/train_avg
@@ -74,11 +74,11 @@ def configurations(args, ct2_dir: str, compute_types: list, notes: list) -> list
     ours_fp32 = "ours fp32"
     configs = []
     for shortlist in (0, args.shortlist) if args.shortlist else (0,):
-        for precision in ("fp32", "bf16"):
-            label = f"ours {precision}" + (f" shortlist={shortlist}" if shortlist else "")
+        for precision, int8_logits in (("fp32", False), ("bf16", False), ("bf16", True)):
+            label = f"ours {precision}" + (" int8_logits" if int8_logits else "") + (f" shortlist={shortlist}" if shortlist else "")
             configs.append(Config(label, "t2t_keras", bool(shortlist), ours_fp32, [
                 f"--output_dir={args.output_dir}",
-                f"--decode_hparams={search},precision={precision},shortlist={shortlist}"]))
+                f"--decode_hparams={search},precision={precision},shortlist={shortlist},int8_logits={str(int8_logits).lower()}"]))
     for compute_type in ("float32", "int8"):
         if compute_type not in compute_types:
             notes.append(f"CTranslate2 has no {compute_type} on this CPU ({', '.join(compute_types)}): skipped")

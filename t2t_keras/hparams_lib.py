@@ -244,6 +244,13 @@ class DecodeHParams:
         "search in float32), for CPUs with AVX512_BF16/AMX and GPUs of compute capability 8.0+; elsewhere fp32 "
         "is used, with one line saying so (the exporter writes a bf16 SavedModel anyway, for the serving machine)",
     )
+    int8_logits: bool = _field(
+        False, DECODING,
+        "the output product (the decode step's largest on a small model) in int8, as CTranslate2's int8 decoding: "
+        "each token's weights and each step's states quantised by their absolute maximum, products summed in "
+        "int32; a native kernel, for decoding in this process (not an export), fast on CPUs with AVX-512 VNNI "
+        "(docs/results/decoding_speed.md, \"int8 logits\"); without VNNI a portable loop, slower than the float product",
+    )
 
     shortlist: int = _field(
         0, DECODING,

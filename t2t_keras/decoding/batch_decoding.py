@@ -37,7 +37,7 @@ SHORTLIST_GROUPS = 8
 
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
                  wrap_step: Callable | None = None, cached: bool = True, shortlist=None, exact: bool = False,
-                 n_best: int = 1, native_kernels: bool = False):
+                 n_best: int = 1, native_kernels: bool = False, int8_logits: bool = False):
     """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
     once, its keys and values are projected once per layer (`init_decoding`), and every step
     feeds one token per hypothesis. `cached=False` runs the whole decoder over each
@@ -46,7 +46,8 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     a fixed number of steps with it). With a `shortlist.Shortlist`, the search chooses among
     the batch's shortlisted tokens only, and the step computes only their logits. `exact` and
     `n_best`: when the search stops (`beam_search.beam_search`); `native_kernels`: its native
-    kernels, for a search run in this process. Returns a `beam_search.BeamSearchResult`."""
+    kernels, for a search run in this process; `int8_logits` (a native kernel too): the cached
+    step's output product in int8 (`kernels/int8_logits.py`). Returns a `beam_search.BeamSearchResult`."""
     import tensorflow as tf
 
     from t2t_keras.decoding.beam_search import beam_search
@@ -58,7 +59,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     encoded = model.encode(input_ids, training=False)
     if cached:
         memory, state = model.init_decoding(encoded, beam_size)
-        step = _step_over(model, model.output_weights(vocabulary), float32_logits=not native_kernels)
+        step = _step_over(model, model.output_weights(vocabulary, int8_logits), float32_logits=not native_kernels)
         if shortlist is not None:
             step, memory = _grouped(step, beam_size), (memory, groups)
     else:

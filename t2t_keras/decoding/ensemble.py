@@ -38,8 +38,8 @@ class Ensemble(tf.Module):
         memories, caches = zip(*(model.init_decoding(e, beam_size) for model, e in zip(self.models, encoded)))
         return memories, caches
 
-    def output_weights(self, vocabulary=None) -> tuple:
-        return tuple(model.output_weights(vocabulary) for model in self.models)
+    def output_weights(self, vocabulary=None, int8: bool = False) -> tuple:
+        return tuple(model.output_weights(vocabulary, int8) for model in self.models)
 
     def decode_step(self, ids, index, cache: tuple, memory: tuple, output_weights: tuple, float32_logits: bool = True,
                     group_rows=None):

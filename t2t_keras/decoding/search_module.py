@@ -53,6 +53,7 @@ class SearchModule(tf.Module):
         self.vocabularies = vocabularies
         self.decode_hparams = decode_hparams.validated()
         self.token_filter = token_filter if self.decode_hparams.constrained else None
+        self.int8_logits = self.decode_hparams.int8_logits and _int8_kernel_here(native_kernels)
         self.source_tokenizer = vocabularies.source.tf_tokenizer()
         self.target_tokenizer = (
             self.source_tokenizer if vocabularies.shared else vocabularies.target.tf_tokenizer()
@@ -121,7 +122,7 @@ class SearchModule(tf.Module):
         hp = self.decode_hparams
         return batch_decoding.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
                                            self.token_filter, shortlist=self.shortlist, exact=hp.exact_search,
-                                           n_best=n_best, native_kernels=self.native_kernels)
+                                           n_best=n_best, native_kernels=self.native_kernels, int8_logits=self.int8_logits)
 
     def _sample(self, input_ids, seeds):
         hp = self.decode_hparams
@@ -197,4 +198,22 @@ class SearchModule(tf.Module):
         # placer could otherwise run the tokenizer where it does not exist.
         with tf.device("/device:CPU:0"):
             return tokenizer.tokenize(sentences).to_tensor(default_value=PAD_ID)
+
+
+def _int8_kernel_here(native_kernels: bool) -> bool:
+    """Whether int8_logits can run: a module that decodes in this process with the native kernels
+    built (else one line says why the float product is used); an exported module refuses it."""
+    from absl import logging
+
+    from t2t_keras.errors import UsageError
+    from t2t_keras.kernels import native
+
+    if not native_kernels:
+        raise UsageError("--decode_hparams: int8_logits is a native kernel of decoding in this process, not of a "
+                         "SavedModel: export without it (a CTranslate2 export quantises with --quantization=int8).")
+    if native.library() is None:
+        logging.warning("int8_logits: the native kernels are not built here (%s); the output product stays float.",
+                        native.unavailable_reason())
+        return False
+    return True
 

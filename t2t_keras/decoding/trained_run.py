@@ -115,8 +115,9 @@ class TrainedRun:
         if all(ours + theirs) and theirs != ours[::-1]:
             raise UsageError(f"--reverse_model={self.reverse} translates {theirs[0]} -> {theirs[1]}; reranking "
                              f"{ours[0]} -> {ours[1]} needs a {ours[1]} -> {ours[0]} model.")
-        # The reverse model only scores (log P(source | hypothesis)): it needs no shortlist of its own.
-        return TrainedRun(reverse.run_dir, dataclasses.replace(self.decode_hparams, shortlist=0), reverse.path)
+        # The reverse model only scores (log P(source | hypothesis)): it needs no shortlist or search product of its own.
+        return TrainedRun(reverse.run_dir, dataclasses.replace(self.decode_hparams, shortlist=0, int8_logits=False),
+                          reverse.path)
 
     @property
     def checkpoints(self) -> list[str]:

@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from t2t_keras.kernels.int8_logits import QuantizedOutputWeights, int8_logits, quantized_output_weights
 from t2t_keras.kernels.matmul import transposed_copy
 from t2t_keras.kernels.output_loss import logits_with_copied_table_gradient, projected_cross_entropy, projected_rdrop_loss
 
@@ -79,11 +80,15 @@ class SharedEmbedding(keras.layers.Layer):
             losses = projected_cross_entropy(flat, table, flat_targets, label_smoothing, self.loss_layout)
         return tf.reshape(losses, tf.shape(targets))
 
-    def output_weights(self, vocabulary=None):
+    def output_weights(self, vocabulary=None, int8: bool = False):
         """The output projection as `step_logits` multiplies by it, prepared once per search:
         the table's rows of `vocabulary` (token ids [V'], a shortlist's; None: all), in the
         layout of the step orientation (see `choose_step_orientation`); with `vocabulary`
-        [G, V'] (a shortlist's groups, G known when the graph is built), a tuple of G, one per row."""
+        [G, V'] (a shortlist's groups, G known when the graph is built), a tuple of G, one per
+        row. With `int8`, quantised for the native int8 product (`kernels/int8_logits.py`)."""
+        if int8:
+            return quantized_output_weights(self._table(), vocabulary if vocabulary is None or vocabulary.shape.rank == 2
+                                            else vocabulary[None])
         prepare = _ORIENTATIONS[self.step_orientation].prepare
         if vocabulary is not None and vocabulary.shape.rank == 2:
             return tuple(prepare(tf.gather(self._table(), row)) for row in tf.unstack(vocabulary))
@@ -91,9 +96,12 @@ class SharedEmbedding(keras.layers.Layer):
 
     def step_logits(self, inputs, weights, float32: bool = True, group_rows=None):
         """`logits` of one decoding step's few rows: [N, d_model] -> [N, V'], with `weights`
-        from `output_weights` (V' its tokens): float32, or in the weights' dtype. Grouped
-        weights (a tuple) need `group_rows` [G]: how many of the rows, in order, each group
-        has; each group's rows are multiplied by its own weights."""
+        from `output_weights` (V' its tokens): float32, or in the weights' dtype (int8
+        weights: float32). Grouped weights (a tuple, or int8 ones of several groups) need
+        `group_rows` [G]: how many of the rows, in order, each group has; each group's rows
+        are multiplied by its own weights."""
+        if isinstance(weights, QuantizedOutputWeights):
+            return int8_logits(inputs, weights, group_rows)
         product = _ORIENTATIONS[self.step_orientation].product
         if isinstance(weights, tuple):
             rows = tf.split(tf.cast(inputs, weights[0].dtype), group_rows, num=len(weights))

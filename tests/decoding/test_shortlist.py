@@ -94,10 +94,11 @@ RANDOM_SHORTLIST = Shortlist(np.random.default_rng(0).integers(NUM_RESERVED, VOC
                              np.array([1, 4], np.int32))
 
 
-def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES, native_kernels=False):
+def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES, native_kernels=False, int8_logits=False):
     """The n-best lists (all 4 hypotheses of each sentence settled)."""
     return batch_decoding.search_batch(model, sources, 4, 0.6, batch_decoding.max_lengths(sources, 6), token_filter,
-                                       cached=cached, shortlist=shortlist, n_best=4, native_kernels=native_kernels)
+                                       cached=cached, shortlist=shortlist, n_best=4,
+                                       native_kernels=native_kernels or int8_logits, int8_logits=int8_logits)
 
 
 @pytest.mark.parametrize("vocab, listed, precision", [
@@ -139,12 +140,14 @@ def test_cached_shortlist_step_is_the_full_logits_at_the_shortlisted_columns():
     assert not np.array_equal(cached.ids.numpy(), _search(model, None).ids.numpy())
 
 
-def test_a_sentence_searches_the_same_alone_as_in_its_batch():
-    """Each sentence's choice and normaliser are its own shortlist's, not the batch's union."""
+@pytest.mark.parametrize("int8_logits", [False, True])
+def test_a_sentence_searches_the_same_alone_as_in_its_batch(int8_logits):
+    """Each sentence's choice and normaliser are its own shortlist's, not its group's union; in
+    int8, each hypothesis's states are quantised by their own maximum, not the batch's."""
     model = _model()
-    together = _search(model, RANDOM_SHORTLIST)
+    together = _search(model, RANDOM_SHORTLIST, int8_logits=int8_logits)
     for row in range(SOURCES.shape[0]):
-        alone = _search(model, RANDOM_SHORTLIST, sources=SOURCES[row : row + 1])
+        alone = _search(model, RANDOM_SHORTLIST, sources=SOURCES[row : row + 1], int8_logits=int8_logits)
         steps = alone.ids.shape[2]
         np.testing.assert_array_equal(alone.ids.numpy()[0], together.ids.numpy()[row, :, :steps])
         np.testing.assert_allclose(alone.scores.numpy()[0], together.scores.numpy()[row], atol=1e-5)
@@ -187,3 +190,19 @@ def test_run_dir_shortlist_decodes_and_bad_settings_are_one_line(trained_output_
         Translator.from_preset(trained_output_dir, shortlist=5, sampling_top_k=5)
     with pytest.raises(UsageError, match=r"shortlist.npz is missing .* or decode with shortlist=0\.$"):
         load_run_shortlist(RunDir(str(tmp_path)))
+
+
+def test_int8_logits_decode_in_this_process_and_an_export_refuses_them(trained_output_dir):
+    """int8_logits: the Translator decodes with the native int8 output product, with a shortlist or
+    without, each output from its own sentence's list; a SavedModel's module refuses it in one line."""
+    from t2t_keras.decoding.search_module import SearchModule
+    from t2t_keras.decoding.trained_run import TrainedRun
+
+    lines = ["A dog runs in the snow.", "Two men are talking."]
+    for listed in ({}, {"shortlist": 5, "shortlist_frequent": 20}):
+        translator = Translator.from_preset(trained_output_dir, beam_size=2, int8_logits=True, **listed)
+        assert translator.search_module().int8_logits
+        assert all(isinstance(text, str) and text for text in translator.generate(lines))
+    with pytest.raises(UsageError, match=r"int8_logits is a native kernel of decoding in this process, not of a SavedModel"):
+        SearchModule.from_run(TrainedRun.resolve(trained_output_dir, {"int8_logits": True}, for_export=True))
+
