@@ -66,11 +66,13 @@ def forced_steps(step_fn, steps, vocab_size):
     return step
 
 
-def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1, precision="fp32", native_kernels=True):
+def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1, precision="fp32", native_kernels=True,
+                  int8_logits=False):
     """A callable: int32 source ids [B, S] -> output ids [B, forced_steps] (best beam), the
     batch searched in `parallel_parts` parts side by side as the Translator does, with the
     model in `precision` (fp32 or bf16, as the decode hparam) and with the native kernels
-    where they built (`native_kernels`; False: an export's graph)."""
+    where they built (`native_kernels`; False: an export's graph); `int8_logits`: the output
+    product in int8 (the decode hparam; needs the native kernels)."""
     import tensorflow as tf
 
     from t2t_keras import registry
@@ -93,7 +95,7 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1,
     def search(sources):
         max_lengths = tf.fill([tf.shape(sources)[0]], tf.shape(sources)[1] + extra_length)
         return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, cached=cached,
-                                           native_kernels=native_kernels)
+                                           native_kernels=native_kernels, int8_logits=int8_logits)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def decode(sources):
@@ -115,6 +117,8 @@ def main():
                         help="TensorFlow's ops only, as an exported SavedModel decodes (default: the native kernels where they built)")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="the model's precision (bf16 runs even where the CPU has no bfloat16 units: the JSON says so)")
+    parser.add_argument("--int8_logits", action="store_true",
+                        help="the output product in int8 (the decode hparam int8_logits; a native kernel)")
     args = parser.parse_args()
     import tensorflow as tf
 
@@ -124,15 +128,17 @@ def main():
     tf.random.set_seed(shapes.SEED)
     dcfg = shapes.DECODE
     run = build_decoder(shapes.SHAPES[dcfg.shape], dcfg, cached=args.cached, extra_length=args.extra_length,
-                        parallel_parts=parts, precision=args.precision, native_kernels=args.native_kernels)
+                        parallel_parts=parts, precision=args.precision, native_kernels=args.native_kernels,
+                        int8_logits=args.int8_logits)
     times, first, out = shapes.time_runs(run, shapes.decode_sources(dcfg, shapes.SHAPES[dcfg.shape].vocab), args.runs)
     assert out.shape[-1] == dcfg.forced_steps and (out[:, -1] == 1).all(), "not exactly the forced number of steps"
     peer = ("t2t_keras_beam_kvcache" if args.cached else "t2t_keras_beam_nocache") + ("_bf16" if args.precision == "bf16" else "")
+    peer += "_int8_logits" if args.int8_logits else ""
     from t2t_keras.kernels import native
 
     extra = {"framework": "tensorflow " + tf.__version__, "max_length": dcfg.src_len + args.extra_length,
              "parallel_parts": parts, "precision": args.precision, "bfloat16_units": bfloat16_units(),
-             "native_kernels": args.native_kernels and native.library() is not None}
+             "native_kernels": args.native_kernels and native.library() is not None, "int8_logits": args.int8_logits}
     shapes.emit(shapes.decode_result(peer, dcfg, times, first, out.shape[-1], extra), T0)
 
 

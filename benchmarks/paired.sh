@@ -24,7 +24,8 @@
 # torch.compile), and ceiling (step_matmul_ceiling.py: the step's own products alone, so that
 # the summary gives the step's fraction of that ceiling from the same run); $TRAIN_SIZES (default
 # "tiny base") the shapes. Ours and keras-hub run in each of $PRECISIONS (default:
-# fp32, and bf16 where the CPU has bfloat16 units).
+# fp32, and bf16 where the CPU has bfloat16 units; for decode, fp32+int8 or bf16+int8 adds the
+# int8 output product, decode_speed.py --int8_logits).
 # Needs the peers' folder in $T2T_BENCH_DIR and their venvs (its setup_venvs.sh; $BENCH_VENVS,
 # default /tmp/bench); --against needs neither.
 # $PAIRED_LOG, if set, collects the benchmarks' stderr. Run it alone: two benchmarks at once
@@ -120,8 +121,9 @@ for pair in $(seq "$pairs"); do
                     done
                 done
             fi
-            for precision in $precisions; do
-                flag=(); [ "$precision" = fp32 ] || flag=(--precision "$precision")  # older scripts know fp32 only
+            for precision in $precisions; do  # fp32, bf16, or either +int8 (the int8 output product)
+                flag=(); [ "${precision%+int8}" = fp32 ] || flag=(--precision "${precision%+int8}")  # older scripts know fp32 only
+                [ "$precision" = "${precision%+int8}" ] || flag+=(--int8_logits)
                 [ -z "$against" ] || ours_in "$other" "$against $precision" decode_speed.py "${flag[@]}"
                 ours_in "$repo" "ours $precision" decode_speed.py "${flag[@]}"
             done

@@ -9,7 +9,9 @@
 // 16 tokens' 4 bytes. vpdpbusd wants the row's bytes unsigned: a row is stored as q + 128, and
 // the 128 x (the token's weight sum) this adds is subtracted after the sum (`sums`). Without
 // VNNI the same integer sums are computed by plain loops (slower than the float product).
+#ifdef __AVX512VNNI__
 #include <immintrin.h>
+#endif
 
 #include "rows.h"
 #include "tensorflow/core/framework/op.h"
