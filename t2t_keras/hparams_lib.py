@@ -248,7 +248,8 @@ class DecodeHParams:
         False, DECODING,
         "the output product (the decode step's largest on a small model) in int8, as CTranslate2's int8 decoding: "
         "each token's weights and each step's states quantised by their absolute maximum, products summed in "
-        "int32; a native kernel, for decoding in this process (not an export), fast on CPUs with AVX-512 VNNI "
+        "int32; beam search (sampling keeps the float product); a native kernel, for decoding in this process (not "
+        "an export), fast on CPUs with AVX-512 VNNI "
         "(docs/results/decoding_speed.md, \"int8 logits\"); without VNNI a portable loop, slower than the float product",
     )
 
