@@ -217,19 +217,25 @@ class PackInt8WeightsOp : public tensorflow::OpKernel {
     }
     ParallelFor(context, groups * width, 4 * depth, [&](int64_t begin, int64_t end) {
       std::vector<float> row(depth);
+      std::vector<int32_t> quantized(depth);
+      std::vector<int8_t> bytes(depth);
       for (int64_t i = begin; i < end; ++i) {
         LoadRow(rows, depth, ids[i], row.data());
         float largest = 0.f;
         for (int64_t k = 0; k < depth; ++k) largest = std::max(largest, std::fabs(row[k]));
         const float scale = largest > 0.f ? largest / 127.f : 1.f;
-        const int64_t g = i / width, u = i % width;
-        int8_t* block = packed_data + ((g * blocks + u / kBlock) * depth / 4) * 64 + (u % kBlock) * 4;
+        // Quantised in loops the compiler vectorises, then laid out 4 bytes at a time.
+        for (int64_t k = 0; k < depth; ++k) {
+          quantized[k] = static_cast<int32_t>(RoundedToInteger(std::min(127.f, std::max(-127.f, row[k] / scale))));
+        }
         int32_t sum = 0;
         for (int64_t k = 0; k < depth; ++k) {
-          const int32_t q = static_cast<int32_t>(RoundedToInteger(std::min(127.f, std::max(-127.f, row[k] / scale))));
-          block[(k / 4) * 64 + k % 4] = static_cast<int8_t>(q);
-          sum += q;
+          sum += quantized[k];
+          bytes[k] = static_cast<int8_t>(quantized[k]);
         }
+        const int64_t g = i / width, u = i % width;
+        int8_t* block = packed_data + ((g * blocks + u / kBlock) * depth / 4) * 64 + (u % kBlock) * 4;
+        for (int64_t k = 0; k < depth; k += 4) std::memcpy(block + (k / 4) * 64, bytes.data() + k, 4);
         scale_data[i] = scale;
         sum_data[i] = 128 * sum;
       }
