@@ -16,7 +16,9 @@ figure is its best round's sentences/s (each round: decode_file.py's median of -
 decodings after a warm-up, SentencePiece included, start-up and tracing not) and that round's
 sacreBLEU. Then the headline ratios: our fastest configuration within 0.3 BLEU of ours fp32
 over CTranslate2's fastest within 0.3 BLEU of its float32, without lists (no shortlist, no
-vmap) and with them (shortlist against vmap); issue 73 asks for at least 0.8x in both.
+vmap) and with them (shortlist against vmap); issue 73 asks for at least 0.8x in both. Beside
+each, the median over rounds of the same two configurations' ratio within a round (steadier on a
+drifting machine).
 
 Prints one JSON line per configuration and one summary line on stdout (append them to
 benchmarks/results-DATE.jsonl), progress and a Markdown table on stderr. The export is cached in
@@ -32,6 +34,7 @@ import json
 import os
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -176,6 +179,15 @@ def fastest_within(configs: list, lists: bool, engine: str):
     return max(candidates, key=lambda c: c.best["sentences_per_s"], default=None)
 
 
+def median_round_ratio(ours, theirs):
+    """The median over rounds of ours' rate / theirs' in the same round (the rounds interleave the
+    configurations, so each round's pair met the same minutes of the machine): steadier than
+    the ratio of the two best rounds where the machine drifts."""
+    ratios = [a["sentences_per_s"] / b["sentences_per_s"] for a, b in zip(ours.rounds, theirs.rounds)
+              if a.get("status") != "failed" and b.get("status") != "failed"]
+    return round(statistics.median(ratios), 3) if ratios else None
+
+
 def brief(config):
     return None if config is None else {"label": config.label, "sentences_per_s": config.best["sentences_per_s"],
                                         "bleu": config.best["bleu"]}
@@ -220,7 +232,8 @@ def markdown(configs: list, summary: dict) -> str:
         else:
             rows.append(f"\n{name}: {ours['label']} {ours['sentences_per_s']:.1f} / {theirs['label']} "
                         f"{theirs['sentences_per_s']:.1f} = **{ratio:.3f}x** (target {TARGET}x: "
-                        f"{'met' if ratio >= TARGET else 'not met'})")
+                        f"{'met' if ratio >= TARGET else 'not met'}); the median of the rounds' ratios "
+                        f"{summary[f'median_round_ratio_{key}']}x")
     return "\n".join(rows)
 
 
@@ -301,7 +314,8 @@ def main() -> int:
         summary[f"ours_{key}"], summary[f"ctranslate2_{key}"] = brief(ours), brief(theirs)
         summary[f"ratio_{key}"] = (None if ours is None or theirs is None
                                    else round(ours.best["sentences_per_s"] / theirs.best["sentences_per_s"], 3))
-    ratios = [value for key, value in summary.items() if key.startswith("ratio_")]
+        summary[f"median_round_ratio_{key}"] = None if ours is None or theirs is None else median_round_ratio(ours, theirs)
+    ratios = [value for key, value in summary.items() if key.startswith("ratio_")]  # the best rounds' (the headline)
     summary["met"] = len(ratios) == 2 and all(r is not None and r >= TARGET for r in ratios)
     cores = len(os.sched_getaffinity(0))
     summary.update({
