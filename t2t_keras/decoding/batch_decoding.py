@@ -61,7 +61,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
         memory, state = model.init_decoding(encoded, beam_size)
         step = _step_over(model, model.output_weights(vocabulary, int8_logits), float32_logits=not native_kernels)
         if shortlist is not None:
-            step, memory = _grouped(step, beam_size), (memory, groups)
+            step, memory = _grouped(step, beam_size, vocabulary.shape[0]), (memory, groups)
     else:
         (memory, state), step = _uncached_step(model, encoded, beam_size, max_lengths, vocabulary, groups)
     filter_state = token_filter.initial_state(input_ids, beam_size) if token_filter else None
@@ -81,15 +81,15 @@ def _step_over(model, output_weights, float32_logits: bool = True):
         ids, index, cache, memory, output_weights, float32_logits, group_rows)
 
 
-def _grouped(step, beam_size: int):
-    """`step` over a shortlist's groups: its per-sentence state (memory, each sentence's group);
-    the hypotheses of the sentences still searching are contiguous by group (sentences leave
-    the search in order), so each group's rows are its count of them x beam_size."""
+def _grouped(step, beam_size: int, group_count: int):
+    """`step` over a shortlist's `group_count` groups: its per-sentence state (memory, each
+    sentence's group); the hypotheses of the sentences still searching are contiguous by group
+    (sentences leave the search in order), so each group's rows are its count of them x beam_size."""
     import tensorflow as tf
 
     def grouped_step(ids, index, cache, sentence_state):
         memory, groups = sentence_state
-        group_rows = tf.math.bincount(groups, minlength=SHORTLIST_GROUPS, maxlength=SHORTLIST_GROUPS) * beam_size
+        group_rows = tf.math.bincount(groups, minlength=group_count, maxlength=group_count) * beam_size
         return step(ids, index, cache, memory, group_rows)
 
     return grouped_step

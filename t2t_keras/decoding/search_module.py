@@ -16,10 +16,13 @@ from __future__ import annotations
 import functools
 
 import tensorflow as tf
+from absl import logging
 
 from t2t_keras.decoding import batch_decoding
 from t2t_keras.decoding.beam_search import search_in_parts
+from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
+from t2t_keras.kernels import native
 from t2t_keras.system import decoding_parts
 from t2t_keras.token_ids import PAD_ID
 
@@ -203,11 +206,6 @@ class SearchModule(tf.Module):
 def _int8_kernel_here(native_kernels: bool) -> bool:
     """Whether int8_logits can run: a module that decodes in this process with the native kernels
     built (else one line says why the float product is used); an exported module refuses it."""
-    from absl import logging
-
-    from t2t_keras.errors import UsageError
-    from t2t_keras.kernels import native
-
     if not native_kernels:
         raise UsageError("--decode_hparams: int8_logits is a native kernel of decoding in this process, not of a "
                          "SavedModel: export without it (a CTranslate2 export quantises with --quantization=int8).")
@@ -216,4 +214,3 @@ def _int8_kernel_here(native_kernels: bool) -> bool:
                         native.unavailable_reason())
         return False
     return True
-

@@ -142,16 +142,16 @@ class Shortlist(NamedTuple):
         from t2t_keras.kernels.top_k import TOP_K_BLOCK
 
         candidates = self._candidates_of(input_ids)  # [B, S * K]
-        batch, width = tf.shape(candidates)[0], self._width()
+        batch, tokens_width = tf.shape(candidates)[0], self._width()
         sentence_groups = tf.range(batch) // tf.maximum((batch + groups - 1) // groups, 1)
-        listed = tf.reshape(_indicator(tf.reshape(sentence_groups[:, None] * width + candidates, [-1]), groups * width),
-                            [groups, width])
-        listed = listed | _indicator(self._always(), width)[None, :]
+        listed = tf.reshape(_indicator(tf.reshape(sentence_groups[:, None] * tokens_width + candidates, [-1]),
+                                       groups * tokens_width), [groups, tokens_width])
+        listed = listed | _indicator(self._always(), tokens_width)[None, :]
         group_of, tokens = tf.unstack(tf.cast(tf.where(listed), tf.int32), axis=1)  # row-major: ascending within a group
         lists = tf.RaggedTensor.from_value_rowids(tokens, group_of, nrows=groups)
         longest = tf.reduce_max(lists.row_lengths())
-        width = tf.cast(longest + -longest % TOP_K_BLOCK, tf.int32)
-        padded = lists.to_tensor(default_value=-1, shape=tf.stack([groups, width]))
+        columns = tf.cast(longest + -longest % TOP_K_BLOCK, tf.int32)
+        padded = lists.to_tensor(default_value=-1, shape=tf.stack([groups, columns]))
         last = tf.gather(tokens, tf.cast(lists.row_limits() - 1, tf.int32))  # every row holds the reserved tokens
         vocabulary = tf.where(padded < 0, last[:, None], padded)
         vocabulary.set_shape([groups, None])
