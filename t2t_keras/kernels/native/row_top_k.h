@@ -6,8 +6,13 @@
 #ifndef T2T_KERAS_KERNELS_NATIVE_ROW_TOP_K_H_
 #define T2T_KERAS_KERNELS_NATIVE_ROW_TOP_K_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "rows.h"
 
@@ -43,22 +48,52 @@ class RowTopK {
   int64_t kept_ = 0;
 };
 
+// Bit j of the result: whether values[j] > threshold, for the n <= kTopKBlock values of a block.
+inline uint64_t ValuesAbove(const float* values, int64_t n, float threshold) {
+  uint64_t above = 0;
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512 limit = _mm512_set1_ps(threshold);
+  for (; j + 16 <= n; j += 16) above |= uint64_t{_mm512_cmp_ps_mask(_mm512_loadu_ps(values + j), limit, _CMP_GT_OQ)} << j;
+#elif defined(__AVX2__)
+  const __m256 limit = _mm256_set1_ps(threshold);
+  for (; j + 8 <= n; j += 8) {
+    above |= uint64_t(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(values + j), limit, _CMP_GT_OQ))) << j;
+  }
+#endif
+  for (; j < n; ++j) above |= uint64_t{values[j] > threshold} << j;
+  return above;
+}
+
 // Offers the `width` values value(i) of a row (float32) to `best`, block by block, and returns
-// the row's maximum (-inf for a row of NaNs: the compare-select maximum passes over them).
+// the row's maximum (-inf for a row of NaNs: the compare-select maximum passes over them). Of a
+// block that beats the k-th best so far, only the values above it are offered, in order (a
+// scalar offer of each of its values was most of the pass: about a quarter of the blocks of
+// 8000 random logits beat it).
 template <typename RowValue>
 float OfferRow(const RowValue& value, int64_t width, RowTopK* best) {
   float row_max = -std::numeric_limits<float>::infinity();
+  float block[kTopKBlock];
   for (int64_t i = 0; i < width; i += kTopKBlock) {
-    const int64_t end = width - i < kTopKBlock ? width : i + kTopKBlock;
+    const int64_t n = std::min(width - i, kTopKBlock);
     float block_max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : block_max)
-    for (int64_t j = i; j < end; ++j) {
-      const float v = value(j);
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = value(i + j);
       block_max = v > block_max ? v : block_max;  // std::max here kept the loop scalar
     }
     row_max = block_max > row_max ? block_max : row_max;
     if (best->Full() && !(block_max > best->Threshold())) continue;
-    for (int64_t j = i; j < end; ++j) best->Offer(value(j), static_cast<int32_t>(j));
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) block[j] = value(i + j);
+    if (!best->Full()) {
+      for (int64_t j = 0; j < n; ++j) best->Offer(block[j], static_cast<int32_t>(i + j));
+      continue;
+    }
+    for (uint64_t above = ValuesAbove(block, n, best->Threshold()); above != 0; above &= above - 1) {
+      const int64_t j = __builtin_ctzll(above);
+      best->Offer(block[j], static_cast<int32_t>(i + j));  // (the threshold may have risen meanwhile: Offer checks)
+    }
   }
   return row_max;
 }
