@@ -42,9 +42,9 @@ keep_kernels_for_every_shape()
 
 
 def forced_steps(step_fn, steps, vocab_size):
-    """`step_fn` made to run exactly `steps` steps, as the peers are: EOS impossible before the
-    last step, the only choice at it. Before it only the EOS column changes (as CTranslate2's
-    min_decoding_length does it), not the whole [rows, V] logits."""
+    """`step_fn` made to end at step `steps`, where EOS is the only choice; with the search's
+    min_length=steps (EOS no candidate before, as CTranslate2's min_decoding_length), every
+    sentence runs exactly `steps` steps, as the peers do."""
     import numpy as np
     import tensorflow as tf
 
@@ -54,14 +54,8 @@ def forced_steps(step_fn, steps, vocab_size):
 
     def step(ids, index, state, sentence_state):
         logits, state = step_fn(ids, index, state, sentence_state)
-        rows = tf.shape(logits)[0]
-        eos_column = tf.stack([tf.range(rows), tf.fill([rows], EOS_ID)], axis=1)
         impossible = tf.constant(-1e9, logits.dtype)  # the logits are bfloat16 for the native kernels of a bf16 model
-        return tf.cond(
-            index < steps - 1,
-            lambda: tf.tensor_scatter_nd_update(logits, eos_column, tf.fill([rows], impossible)),
-            lambda: tf.where(is_eos[None, :], logits, impossible),
-        ), state
+        return tf.cond(index < steps - 1, lambda: logits, lambda: tf.where(is_eos[None, :], logits, impossible)), state
 
     return step
 
@@ -94,7 +88,7 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1,
 
     def search(sources):
         max_lengths = tf.fill([tf.shape(sources)[0]], tf.shape(sources)[1] + extra_length)
-        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, cached=cached,
+        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, min_length=steps, cached=cached,
                                            native_kernels=native_kernels, int8_logits=int8_logits)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)

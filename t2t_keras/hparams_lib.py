@@ -209,6 +209,11 @@ class DecodeHParams:
     beam_size: int = _field(4, DECODING, "hypotheses kept per sentence; 1 = greedy search")
     alpha: float = _field(0.6, DECODING, "GNMT length penalty exponent: scores are log P / ((5 + |Y|) / 6)^alpha")
     extra_length: int = _field(50, DECODING, "each sentence may generate input length + extra_length tokens (EOS included)")
+    min_length: int = _field(
+        0, DECODING,
+        "no output ends before it has this many tokens (EOS included), unless its maximum (extra_length) is smaller: "
+        "EOS is not chosen before, its probability still counted (as CTranslate2's min_decoding_length and fairseq's "
+        "--min-len); 0 = no minimum")
     sentences_per_batch: int = _field(
         128, DECODING, "sentences decoded together (at most, with batch_tokens); the demo model decoded val 1.11x "
         "faster at 128 than at 64 (1.19x with a shortlist) once oneDNN kept its kernels for every shape "
@@ -280,15 +285,15 @@ class DecodeHParams:
         return self.sampling_top_k != 0
 
     def validated(self) -> "DecodeHParams":
-        if (self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.alpha < 0
-                or self.parallel_parts < 0 or self.batch_tokens < 0 or self.sampling_top_k < -1
+        if (self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.min_length < 0
+                or self.alpha < 0 or self.parallel_parts < 0 or self.batch_tokens < 0 or self.sampling_top_k < -1
                 or self.sampling_temperature <= 0 or self.max_input_tokens < 0 or self.max_input_tokens == 1
                 or self.reverse_weight < 0
                 or not 0 <= self.shortlist <= SHORTLIST_MAX_PER_SOURCE
                 or not 0 <= self.shortlist_frequent <= SHORTLIST_MAX_FREQUENT):
             raise UsageError(
-                "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, alpha >= 0, "
-                "parallel_parts >= 0, batch_tokens >= 0, sampling_top_k >= -1, sampling_temperature > 0, "
+                "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, min_length >= 0, "
+                "alpha >= 0, parallel_parts >= 0, batch_tokens >= 0, sampling_top_k >= -1, sampling_temperature > 0, "
                 f"max_input_tokens 0 or >= 2, shortlist 0 to {SHORTLIST_MAX_PER_SOURCE}, shortlist_frequent 0 to "
                 f"{SHORTLIST_MAX_FREQUENT}, reverse_weight >= 0; "
                 f"got {self}."

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
 from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
@@ -50,6 +51,13 @@ def test_settings_change_per_call_and_each_graph_is_traced_once(translator):
         translator.generate(SENTENCES, beam=3)
     with pytest.raises(UsageError, match=r"beam_size='3' should be of type int"):
         translator.generate(SENTENCES, beam_size="3")
+
+
+def test_min_length_is_a_setting_that_reaches_the_search(translator):
+    sources = tf.constant([[5, 6, 7, 1], [8, 1, 0, 0]])
+    unconstrained = translator.search_module(extra_length=20).best_ids(sources)["lengths"].numpy()[:, 0]
+    at_least_10 = translator.search_module(extra_length=20, min_length=10).best_ids(sources)["lengths"].numpy()[:, 0]
+    assert unconstrained.min() < 10 <= at_least_10.min(), (unconstrained, at_least_10)
 
 
 def test_one_return_type_whatever_n_best(translator):

@@ -37,7 +37,7 @@ SHORTLIST_GROUPS = 8
 
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
                  wrap_step: Callable | None = None, cached: bool = True, shortlist=None, exact: bool = False,
-                 n_best: int = 1, native_kernels: bool = False, int8_logits: bool = False):
+                 n_best: int = 1, native_kernels: bool = False, int8_logits: bool = False, min_length: int = 0):
     """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
     once, its keys and values are projected once per layer (`init_decoding`), and every step
     feeds one token per hypothesis. `cached=False` runs the whole decoder over each
@@ -47,7 +47,8 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     the batch's shortlisted tokens only, and the step computes only their logits. `exact` and
     `n_best`: when the search stops (`beam_search.beam_search`); `native_kernels`: its native
     kernels, for a search run in this process; `int8_logits` (a native kernel too): the cached
-    step's output product in int8 (`kernels/int8_logits.py`). Returns a `beam_search.BeamSearchResult`."""
+    step's output product in int8 (`kernels/int8_logits.py`); `min_length`: no output ends
+    before it has this many tokens, EOS included (`beam_search.beam_search`). Returns a `beam_search.BeamSearchResult`."""
     import tensorflow as tf
 
     from t2t_keras.decoding.beam_search import beam_search
@@ -69,7 +70,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
         wrap_step(step) if wrap_step else step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
         eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state, vocabulary=vocabulary,
         sentence_groups=groups, column_mask=mask, exact=exact, n_best=n_best, sentence_state=memory,
-        native_kernels=native_kernels,
+        native_kernels=native_kernels, min_length=min_length,
     )
 
 
@@ -118,9 +119,9 @@ def _uncached_step(model, encoded, beam_size: int, max_lengths, vocabulary=None,
 
 
 def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int, temperature: float, alpha: float,
-                 token_filter=None):
-    """`samples` outputs per sentence of source ids [B, S], drawn with each sentence's seed [B]
-    (a `beam_search.BeamSearchResult`)."""
+                 token_filter=None, min_length: int = 0):
+    """`samples` outputs per sentence of source ids [B, S], drawn with each sentence's seed [B],
+    none ending before `min_length` tokens (a `beam_search.BeamSearchResult`)."""
     from t2t_keras.decoding.beam_search import sample
 
     memory, cache = model.init_decoding(model.encode(input_ids, training=False), samples)
@@ -128,6 +129,7 @@ def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int,
     return sample(
         _step_over(model, model.output_weights()), cache, seeds, max_lengths, eos_id=EOS_ID, top_k=top_k, temperature=temperature,
         alpha=alpha, samples=samples, token_filter=token_filter, filter_state=filter_state, sentence_state=memory,
+        min_length=min_length,
     )
 
 

@@ -90,6 +90,7 @@ def beam_search(
     n_best: int = 1,
     sentence_state=(),
     native_kernels: bool = False,
+    min_length: int = 0,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
 
@@ -135,6 +136,10 @@ def beam_search(
         tokens, log-probabilities equal to float32 rounding; a graph run in this process,
         never an exported one). `step_fn`'s logits may then be bfloat16: they are read as
         they are.
+      min_length: no hypothesis ends before it has this many tokens (EOS included): EOS is
+        not a candidate before then (its probability still counts in the normaliser, as
+        CTranslate2's min_decoding_length and fairseq's --min-len); a sentence whose maximum
+        length is smaller ends at its maximum.
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"beam_search: n_best={n_best} must be 1 to beam_size ({beam_size}).")
@@ -197,7 +202,9 @@ def beam_search(
         # Each hypothesis's 2K best next tokens (all of a smaller vocabulary) and their
         # log-probabilities, ranked by logit (the same order as by log-probability within a
         # row); at a sentence's last position only EOS.
-        row_k = 2 * K if logits.shape[-1] is None else min(2 * K, logits.shape[-1])
+        # (one more with min_length, so that 2K remain when EOS, too early, is among them)
+        row_k = 2 * K + (min_length > 0)
+        row_k = row_k if logits.shape[-1] is None else min(row_k, logits.shape[-1])
         mask = None if isinstance(column_mask, tuple) else column_mask
         if token_filter is None:
             row_log_probs, row_tokens, eos_log_probs = row_candidates(logits, row_k, eos_column, native_kernels, mask)
@@ -216,6 +223,9 @@ def beam_search(
         if vocabulary is not None:  # columns -> token ids
             row_offsets = tf.repeat(sentence_groups, K)[:, None] * tf.shape(vocabulary)[1]
             row_tokens = tf.gather(tf.reshape(vocabulary, [-1]), row_offsets + row_tokens)
+        if min_length > 0:
+            too_early = (index + 1 < min_length) & tf.equal(row_tokens, eos_id)
+            row_log_probs = tf.where(too_early, NEG_INF, row_log_probs)
         at_limit = (room <= 0)[:, None]
         first = tf.range(row_k)[None, :] == 0
         row_log_probs = tf.where(at_limit, tf.where(first, eos_log_probs, NEG_INF), row_log_probs)
@@ -330,6 +340,7 @@ def sample(
     token_filter: TokenFilter | None = None,
     filter_state=None,
     sentence_state=(),
+    min_length: int = 0,
 ) -> BeamSearchResult:
     """`samples` independent outputs per sentence, each token drawn from the model's next-token
     distribution (logits divided by `temperature`, restricted to the `top_k` most likely; -1:
@@ -343,6 +354,7 @@ def sample(
       seeds: [B] int64, one seed per sentence.
       max_lengths: [B] int32, the most tokens (EOS included) each sentence may generate.
       alpha: the length penalty that orders the samples of a sentence.
+      min_length: EOS is not drawn before an output has this many tokens (as for `beam_search`).
     Returns a BeamSearchResult whose scores are log P(output) / length penalty, log P under the
     model's own (untempered, untruncated) distribution.
     """
@@ -365,6 +377,9 @@ def sample(
             filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
             choosable = tf.where(token_filter.allowed(filter_state, room), logits, NEG_INF)
         vocab_size = tf.shape(logits)[1]
+        if min_length > 0:
+            too_early = (index + 1 < min_length) & tf.equal(tf.range(vocab_size), eos_id)
+            choosable = tf.where(too_early[None, :], NEG_INF, choosable)
         tempered = choosable / temperature
         if top_k > 0:
             kth_best = tf.math.top_k(choosable, k=tf.minimum(top_k, vocab_size)).values[:, -1:]

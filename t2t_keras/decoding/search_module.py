@@ -125,12 +125,14 @@ class SearchModule(tf.Module):
         hp = self.decode_hparams
         return batch_decoding.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
                                            self.token_filter, shortlist=self.shortlist, exact=hp.exact_search,
-                                           n_best=n_best, native_kernels=self.native_kernels, int8_logits=self.int8_logits)
+                                           n_best=n_best, native_kernels=self.native_kernels, int8_logits=self.int8_logits,
+                                           min_length=hp.min_length)
 
     def _sample(self, input_ids, seeds):
         hp = self.decode_hparams
         return batch_decoding.sample_batch(self.model, input_ids, seeds, hp.beam_size, self._max_lengths(input_ids),
-                                           hp.sampling_top_k, hp.sampling_temperature, hp.alpha, self.token_filter)
+                                           hp.sampling_top_k, hp.sampling_temperature, hp.alpha, self.token_filter,
+                                           min_length=hp.min_length)
 
     def _seeds_of(self, input_ids):
         """A seed per sentence from the decode seed and its ids (the same sentence, the same samples)."""

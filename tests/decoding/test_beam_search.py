@@ -111,6 +111,27 @@ def test_every_hypothesis_stops_at_its_sentence_max_length():
     assert (result.ids.numpy()[0, :, 3:] == 0).all()
 
 
+@pytest.mark.parametrize("native", [False, True])
+def test_min_length_keeps_eos_out_until_then_and_max_length_still_ends(native):
+    """min_length 3: EOS is no candidate at the first two positions; the log-probabilities are
+    still the model's (EOS's probability stays in the normaliser); a maximum of 2 still ends
+    the outputs at 2. The native kernels' path gives the same."""
+    def search(max_length, min_length):
+        result = beam_search(table_step_fn(SIMPLE), tf.zeros([2, 1]), 1, 2, 0.0, tf.fill([1], max_length), eos_id=EOS,
+                             n_best=2, native_kernels=native, min_length=min_length)
+        return result.lengths.numpy()[0].tolist(), result.scores.numpy()[0], result.ids.numpy()[0]
+
+    lengths, scores, ids = search(max_length=4, min_length=3)
+    # Alive after two steps: [B A] and [B B] (0.3 * 0.3 = 0.09 each, beating [A A] and [A B] at
+    # 0.6 * 0.05); then EOS (0.5) ends both; the unconstrained search ends with [A EOS] at once.
+    assert lengths == [3, 3]
+    assert sorted(map(tuple, ids[:, :3].tolist())) == [(B, A, EOS), (B, B, EOS)]
+    np.testing.assert_allclose(scores, [np.log(0.3 * 0.3 * 0.5)] * 2, rtol=1e-5)
+    lengths, _, ids = search(max_length=2, min_length=3)
+    assert lengths == [2, 2] and (ids[:, 1] == EOS).all()
+    assert search(max_length=4, min_length=0)[0] == [2, 2]
+
+
 def test_length_penalty_formula():
     np.testing.assert_allclose(float(length_penalty(10, 0.6)), (15 / 6) ** 0.6, rtol=1e-6)
     assert float(length_penalty(10, 0.0)) == 1.0

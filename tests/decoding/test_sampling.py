@@ -76,3 +76,12 @@ def test_a_token_filter_restricts_the_draws_and_the_scores_stay_the_models():
     allowed = np.array([0, 0.05, 0.15, 0, 0.25, 0])
     _assert_frequencies(tokens, allowed / allowed.sum())
     np.testing.assert_allclose(result.scores.numpy()[:, 0], np.log(FIRST_STEP[tokens]), atol=1e-5)
+
+
+def test_min_length_keeps_eos_from_the_first_draw_and_the_scores_stay_the_models():
+    seeds = np.arange(2000)
+    tokens, result = _first_tokens(seeds, min_length=2)
+    assert EOS not in set(tokens)
+    _assert_frequencies(tokens, np.array([0, 0, 0.15, 0.2, 0.25, 0.35]) / 0.95)
+    np.testing.assert_allclose(result.scores.numpy()[:, 0], np.log(FIRST_STEP[tokens]), atol=1e-5)
+    np.testing.assert_array_equal(result.lengths.numpy()[:, 0], 2)
