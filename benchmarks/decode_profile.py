@@ -53,7 +53,7 @@ def main():
     @tf.function(autograph=False)
     def full():
         return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, tf.fill([batch], 20 + dcfg.extra_len),
-                                           wrap_step=forced).ids
+                                           wrap_step=forced, min_length=steps).ids
 
     @tf.function(autograph=False)
     def model_only():
@@ -73,7 +73,7 @@ def main():
     @tf.function(autograph=False)
     def search_only():
         return beam_search(forced(lambda ids, index, state, sentences: (fixed_logits[: tf.shape(ids)[0]], state)), (), batch, beam, dcfg.alpha,
-                           tf.fill([batch], 20 + dcfg.extra_len), eos_id=EOS_ID).ids
+                           tf.fill([batch], 20 + dcfg.extra_len), eos_id=EOS_ID, min_length=steps).ids
 
     result = {"bench": "decode_profile", "size": dcfg.shape, "hypotheses": batch * beam, "steps": steps}
     for name, function in (("full_ms_per_step", full), ("model_ms_per_step", model_only), ("search_ms_per_step", search_only)):
