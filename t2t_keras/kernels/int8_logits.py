@@ -1,10 +1,10 @@
 """A decode step's output product in int8 (kernels/native/int8_logits.cc), as CTranslate2's int8
 decoding: each output token's weights quantised to int8 by their absolute maximum once per
 search (`quantized_output_weights`), each row of the step's states by its own at every step,
-the products summed in int32 (AVX-512 VNNI) and scaled back to float32 logits.
+the products summed in int32 (AVX-512 VNNI) and scaled back to logits in the states' dtype.
 
     weights = quantized_output_weights(table, vocabulary)  # [V, d]; [G, U] a shortlist's groups, or None: all
-    logits = int8_logits(states, weights, group_rows)      # [N, d] -> [N, U] float32
+    logits = int8_logits(states, weights, group_rows)      # [N, d] -> [N, U], the states' dtype
 """
 
 from typing import NamedTuple
@@ -29,7 +29,7 @@ def quantized_output_weights(table, vocabulary=None) -> QuantizedOutputWeights:
 
 
 def int8_logits(states, weights: QuantizedOutputWeights, group_rows=None):
-    """float32 logits [N, U] of states [N, d] (float32 or bfloat16) against `weights`: rows in
+    """Logits [N, U] of states [N, d] (float32 or bfloat16: the logits' dtype) against `weights`: rows in
     groups of `group_rows` [G] in order, each against its group's tokens (None: one group of
     all N rows). Needs `native.library()`."""
     if group_rows is None:

@@ -97,13 +97,13 @@ class SharedEmbedding(keras.layers.Layer):
     def step_logits(self, inputs, weights, float32: bool = True, group_rows=None):
         """`logits` of one decoding step's few rows: [N, d_model] -> [N, V'], with `weights`
         from `output_weights` (V' its tokens): float32, or in the weights' dtype (int8
-        weights: float32). Grouped weights (a tuple, or int8 ones of several groups) need
+        weights: the inputs'). Grouped weights (a tuple, or int8 ones of several groups) need
         `group_rows` [G]: how many of the rows, in order, each group has; each group's rows
         are multiplied by its own weights."""
-        if isinstance(weights, QuantizedOutputWeights):
-            return int8_logits(inputs, weights, group_rows)
         product = _ORIENTATIONS[self.step_orientation].product
-        if isinstance(weights, tuple):
+        if isinstance(weights, QuantizedOutputWeights):
+            logits = int8_logits(inputs, weights, group_rows)
+        elif isinstance(weights, tuple):
             rows = tf.split(tf.cast(inputs, weights[0].dtype), group_rows, num=len(weights))
             logits = tf.concat([product(x, w) for x, w in zip(rows, weights)], axis=0)
         else:

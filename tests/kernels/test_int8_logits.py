@@ -31,8 +31,9 @@ def _reference(states, table, vocabulary, group_rows):
     (8000, 128, 8, [32, 5, 1, 2, 3, 6, 7, 31]),  # a demo-model step's groups, every row tile's remainder
 ])
 def test_int8_logits_are_the_quantised_product(dtype, tokens, depth, groups, group_rows):
-    """Exactly the int32 sums of the quantised rows and weights, scaled back: each row against
-    its own group's tokens (a zero row and a zero weight row included)."""
+    """Exactly the int32 sums of the quantised rows and weights, scaled back and rounded to the
+    states' dtype: each row against its own group's tokens (a zero row and a zero weight row
+    included)."""
     assert native.library() is not None, native.unavailable_reason()
     rng = np.random.default_rng(tokens)
     table = rng.normal(size=(tokens, depth)).astype(np.float32)
@@ -45,7 +46,9 @@ def test_int8_logits_are_the_quantised_product(dtype, tokens, depth, groups, gro
     table, states = (tf.cast(tf.cast(t, dtype), tf.float32).numpy() for t in (table, states))  # what the kernels read
     weights = quantized_output_weights(tf.cast(table, dtype), tf.constant(vocabulary))
     logits = int8_logits(tf.cast(states, dtype), weights, tf.constant(group_rows, tf.int32))
-    np.testing.assert_array_equal(logits.numpy(), _reference(states, table, vocabulary, group_rows))
+    assert logits.dtype == dtype
+    expected = tf.cast(_reference(states, table, vocabulary, group_rows), dtype)
+    np.testing.assert_array_equal(tf.cast(logits, tf.float32).numpy(), tf.cast(expected, tf.float32).numpy())
 
 
 def test_int8_logits_are_close_to_the_float_product():

@@ -1,7 +1,7 @@
 // A decode step's output product in int8, as CTranslate2's int8 decoding does it: each row of the
 // step's states quantised to int8 by its own absolute maximum (at every step), each output
 // token's weights by theirs (once per search, kernels/int8_logits.py), the products summed in
-// int32 and scaled back to float32 logits. Rows come in groups (a shortlist's), each multiplied
+// int32 and scaled back to logits in the states' dtype. Rows come in groups (a shortlist's), each multiplied
 // by its own tokens' weights.
 //
 // The weights are packed for AVX-512 VNNI's vpdpbusd (unsigned bytes times signed bytes, four
@@ -47,7 +47,9 @@ float QuantizedRow(const T* row, int64_t depth, uint8_t* out) {
 }
 
 // The logits of one group: quantised rows x [rows, depth], its packed weights, the token scales
-// and sums of its `width` tokens; out [rows, width].
+// and sums of its `width` tokens; out [rows, width], in the states' dtype (bfloat16 logits halve
+// what the step writes and the beam kernel reads back).
+template <typename OutT>
 struct Group {
   const uint8_t* x;
   const float* row_scales;
@@ -55,18 +57,33 @@ struct Group {
   const int8_t* packed;
   const float* scales;
   const int32_t* sums;
-  float* out;
+  OutT* out;
   int64_t width;
 };
 
 #ifdef __AVX512VNNI__
+// The 16 logits of `logits` where `mask` is set, at `to`: float32, or rounded to bfloat16 (to
+// nearest even, as FromFloat; the AVX512_BF16 conversion flushes subnormals, which logits never are).
+inline void StoreLogits(float* to, __m512 logits, __mmask16 mask) { _mm512_mask_storeu_ps(to, mask, logits); }
+inline void StoreLogits(Eigen::bfloat16* to, __m512 logits, __mmask16 mask) {
+#ifdef __AVX512BF16__
+  _mm256_mask_storeu_epi16(to, mask, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(logits)));
+#else
+  alignas(64) float values[kBlock];
+  _mm512_store_ps(values, logits);
+  for (int i = 0; i < kBlock; ++i) {
+    if ((mask >> i) & 1) to[i] = FromFloat<Eigen::bfloat16>(values[i]);
+  }
+#endif
+}
+
 constexpr int kRowTile = 4;    // rows sharing each weight load
 constexpr int kBlockTile = 2;  // blocks sharing each row's broadcast (4 x 2 was the fastest tile on a Zen 4)
 
 // Rows [r, r + rows) x blocks [b, b + blocks): their int32 sums held in registers over all depth
 // quads, then scaled; the last block of the group masked to its width.
-template <int rows, int blocks>
-inline void Tile(const Group& g, int64_t r, int64_t b) {
+template <int rows, int blocks, typename OutT>
+inline void Tile(const Group<OutT>& g, int64_t r, int64_t b) {
   const int64_t block_stride = g.depth * kBlock;
   const int8_t* packed = g.packed + b * block_stride;
   const uint8_t* x = g.x + r * g.depth;
@@ -95,31 +112,33 @@ inline void Tile(const Group& g, int64_t r, int64_t b) {
     for (int i = 0; i < rows; ++i) {
       const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(g.row_scales[r + i]), scales);
       const __m512 logits = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][j], sums)), scale);
-      _mm512_mask_storeu_ps(g.out + (r + i) * g.width + column, mask, logits);
+      StoreLogits(g.out + (r + i) * g.width + column, logits, mask);
     }
   }
 }
 
 // Blocks [b, b + blocks) for all of the group's rows: the tile's weights stay in L1 meanwhile.
-template <int blocks>
-inline void BlockColumn(const Group& g, int64_t b) {
+template <int blocks, typename OutT>
+inline void BlockColumn(const Group<OutT>& g, int64_t b) {
   int64_t r = 0;
-  for (; r + kRowTile <= g.rows; r += kRowTile) Tile<kRowTile, blocks>(g, r, b);
+  for (; r + kRowTile <= g.rows; r += kRowTile) Tile<kRowTile, blocks, OutT>(g, r, b);
   switch (g.rows - r) {
-    case 3: Tile<3, blocks>(g, r, b); break;
-    case 2: Tile<2, blocks>(g, r, b); break;
-    case 1: Tile<1, blocks>(g, r, b); break;
+    case 3: Tile<3, blocks, OutT>(g, r, b); break;
+    case 2: Tile<2, blocks, OutT>(g, r, b); break;
+    case 1: Tile<1, blocks, OutT>(g, r, b); break;
     default: break;
   }
 }
 
-void GroupLogits(const Group& g, int64_t block_begin, int64_t block_end) {
+template <typename OutT>
+void GroupLogits(const Group<OutT>& g, int64_t block_begin, int64_t block_end) {
   int64_t b = block_begin;
-  for (; b + kBlockTile <= block_end; b += kBlockTile) BlockColumn<kBlockTile>(g, b);
-  if (b < block_end) BlockColumn<1>(g, b);
+  for (; b + kBlockTile <= block_end; b += kBlockTile) BlockColumn<kBlockTile, OutT>(g, b);
+  if (b < block_end) BlockColumn<1, OutT>(g, b);
 }
 #else
-void GroupLogits(const Group& g, int64_t block_begin, int64_t block_end) {
+template <typename OutT>
+void GroupLogits(const Group<OutT>& g, int64_t block_begin, int64_t block_end) {
   const int64_t block_stride = g.depth * kBlock;
   for (int64_t r = 0; r < g.rows; ++r) {
     const uint8_t* x = g.x + r * g.depth;
@@ -127,7 +146,8 @@ void GroupLogits(const Group& g, int64_t block_begin, int64_t block_end) {
       const int8_t* block = g.packed + (column / kBlock) * block_stride + (column % kBlock) * 4;
       int32_t sum = 0;
       for (int64_t i = 0; i < g.depth; ++i) sum += int32_t{x[i]} * int32_t{block[(i / 4) * 64 + i % 4]};
-      g.out[r * g.width + column] = static_cast<float>(sum - g.sums[column]) * (g.row_scales[r] * g.scales[column]);
+      g.out[r * g.width + column] =
+          FromFloat<OutT>(static_cast<float>(sum - g.sums[column]) * (g.row_scales[r] * g.scales[column]));
     }
   }
 }
@@ -165,12 +185,12 @@ class Int8LogitsOp : public tensorflow::OpKernel {
     std::vector<float> row_scales(n);
     const T* x_data = x.flat<T>().data();
     for (int64_t r = 0; r < n; ++r) row_scales[r] = QuantizedRow(x_data + r * depth, depth, quantized.data() + r * depth);
-    std::vector<Group> group_of(groups);
+    std::vector<Group<T>> group_of(groups);
     for (int64_t g = 0; g < groups; ++g) {
-      group_of[g] = Group{quantized.data() + starts[g] * depth, row_scales.data() + starts[g], starts[g + 1] - starts[g],
+      group_of[g] = Group<T>{quantized.data() + starts[g] * depth, row_scales.data() + starts[g], starts[g + 1] - starts[g],
                           depth, packed.flat<int8_t>().data() + g * blocks * depth * kBlock,
                           scales.flat<float>().data() + g * width, sums.flat<int32_t>().data() + g * width,
-                          logits->flat<float>().data() + starts[g] * width, width};
+                          logits->flat<T>().data() + starts[g] * width, width};
     }
     // Work items: a group's rows against 8 of its blocks (128 tokens).
     constexpr int64_t kItemBlocks = 8;
@@ -178,7 +198,7 @@ class Int8LogitsOp : public tensorflow::OpKernel {
     const int64_t cost = (n / std::max<int64_t>(groups, 1) + 1) * depth * kBlock * kItemBlocks / 16;
     ParallelFor(context, groups * items_per_group, cost, [&](int64_t begin, int64_t end) {
       for (int64_t item = begin; item < end; ++item) {
-        const Group& g = group_of[item / items_per_group];
+        const Group<T>& g = group_of[item / items_per_group];
         const int64_t first = (item % items_per_group) * kItemBlocks;
         if (g.rows > 0) GroupLogits(g, first, std::min(blocks, first + kItemBlocks));
       }
@@ -251,7 +271,7 @@ REGISTER_OP("T2tInt8Logits")
     .Input("scales: float")
     .Input("sums: int32")
     .Input("group_rows: int32")
-    .Output("logits: float")
+    .Output("logits: T")
     .Attr("T: {float, bfloat16}")
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
       tensorflow::shape_inference::ShapeHandle x, scales;
