@@ -9,7 +9,8 @@
 
 The tiny shape with random weights; 64 source sentences of 20 tokens; beam 4, alpha 0.6;
 each sentence may generate input length + extra_length tokens (default 50, the peers'
-nominal maximum), but EOS is impossible until step 30, where it is the only choice, so every
+nominal maximum), but EOS is impossible until step 30 (the search's min_length, as
+CTranslate2's min_decoding_length in its harness), where it is the only choice, so every
 run does exactly 30 decode steps (as every peer in $T2T_BENCH_DIR) and gives the same
 outputs whatever extra_length is: the long case (300, parsing's setting) measures what a
 larger maximum length costs by itself. Our real beam_search over the model's decode_step,
@@ -88,8 +89,8 @@ def build_decoder(shape, dcfg, cached=True, extra_length=None, parallel_parts=1,
 
     def search(sources):
         max_lengths = tf.fill([tf.shape(sources)[0]], tf.shape(sources)[1] + extra_length)
-        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, min_length=steps, cached=cached,
-                                           native_kernels=native_kernels, int8_logits=int8_logits)
+        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, max_lengths, wrap_step=forced, min_length=steps,
+                                           cached=cached, native_kernels=native_kernels, int8_logits=int8_logits)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def decode(sources):
