@@ -32,14 +32,20 @@ inline float RoundedToInteger(float x) {
   return (x + kRounder) - kRounder;
 }
 
-// Row r of x as bytes q + 128, q = round-half-even(x / scale) in [-127, 127], scale = max |x| /
-// 127 (1 for a zero row); returns the scale. (A division, not a product with 1 / scale: gcc
+// What a row (states or a token's weights) is quantised by: max |row| / 127, 1 for a zero row;
+// q = round-half-even(v / scale) in [-127, 127]. (A division, not a product with 1 / scale: gcc
 // contracts a product and the rounder's sum into one FMA, which rounds ties otherwise.)
 template <typename T>
-float QuantizedRow(const T* row, int64_t depth, uint8_t* out) {
+float QuantizationScale(const T* row, int64_t depth) {
   float largest = 0.f;
   for (int64_t i = 0; i < depth; ++i) largest = std::max(largest, std::fabs(ToFloat(row[i])));
-  const float scale = largest > 0.f ? largest / 127.f : 1.f;
+  return largest > 0.f ? largest / 127.f : 1.f;
+}
+
+// Row r of x as bytes q + 128 (vpdpbusd's unsigned operand); returns its scale.
+template <typename T>
+float QuantizedRow(const T* row, int64_t depth, uint8_t* out) {
+  const float scale = QuantizationScale(row, depth);
   for (int64_t i = 0; i < depth; ++i) {
     out[i] = static_cast<uint8_t>(static_cast<int32_t>(RoundedToInteger(ToFloat(row[i]) / scale)) + 128);
   }
@@ -241,9 +247,7 @@ class PackInt8WeightsOp : public tensorflow::OpKernel {
       std::vector<int8_t> bytes(depth);
       for (int64_t i = begin; i < end; ++i) {
         LoadRow(rows, depth, ids[i], row.data());
-        float largest = 0.f;
-        for (int64_t k = 0; k < depth; ++k) largest = std::max(largest, std::fabs(row[k]));
-        const float scale = largest > 0.f ? largest / 127.f : 1.f;
+        const float scale = QuantizationScale(row.data(), depth);
         // Quantised in loops the compiler vectorises, then laid out 4 bytes at a time.
         for (int64_t k = 0; k < depth; ++k) {
           quantized[k] = static_cast<int32_t>(RoundedToInteger(std::min(127.f, std::max(-127.f, row[k] / scale))));
