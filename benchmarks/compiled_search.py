@@ -32,7 +32,7 @@ def compiled_search(model, input_ids, length, beam_size, alpha, extra_length):
     """Best ids [B, length], their lengths [B]: beam search with every shape static."""
     import tensorflow as tf
 
-    from t2t_keras.decoding import batch_decoding
+    from t2t_keras.decoding import graph_search
     from t2t_keras.decoding.beam_search import NEG_INF, length_penalty
     from t2t_keras.kernels.softmax import log_normalizers_at
     from t2t_keras.kernels.top_k import top_k_rows
@@ -45,7 +45,7 @@ def compiled_search(model, input_ids, length, beam_size, alpha, extra_length):
     depth = width // heads
     batch, beams = tf.shape(input_ids)[0], beam_size
     rows = batch * beams
-    max_lengths = tf.minimum(batch_decoding.max_lengths(input_ids, extra_length), length)
+    max_lengths = tf.minimum(graph_search.max_lengths(input_ids, extra_length), length)
     memory, _ = model.init_decoding(model.encode(input_ids, training=False), beams)
     output_weights = model.output_weights()
     positions = tf.range(length)
@@ -140,11 +140,11 @@ def main():
     module = translator.search_module()
     import tensorflow as tf
 
-    from t2t_keras.decoding import batch_decoding
+    from t2t_keras.decoding import line_decoding
 
     with gzip.open(os.path.join(MULTI30K_DIR, "val.en.gz"), "rt", encoding="utf-8") as handle:
         lines = handle.read().splitlines()
-    encoded, row_batches = batch_decoding.sorted_batches(lines, translator.vocabularies.source, module.decode_hparams)
+    encoded, row_batches = line_decoding.sorted_batches(lines, translator.vocabularies.source, module.decode_hparams)
     row_batches = list(row_batches)
     parts = module.parallel_parts
     search = tf.function(
@@ -160,7 +160,7 @@ def main():
     def compiled():
         outputs = {}
         for rows in row_batches:
-            batch = batch_decoding.padded_batch([encoded[i] for i in rows])
+            batch = line_decoding.padded_batch([encoded[i] for i in rows])
             padded = -(-batch.shape[1] // 8) * 8
             batch = np.pad(batch, [[0, 0], [0, padded - batch.shape[1]]])
             ids, lengths = in_parts(tf.constant(batch), padded + args.extra_length)
@@ -171,7 +171,7 @@ def main():
     def graph():
         outputs = {}
         for rows in row_batches:
-            result = module.best_ids(tf.constant(batch_decoding.padded_batch([encoded[i] for i in rows])))
+            result = module.best_ids(tf.constant(line_decoding.padded_batch([encoded[i] for i in rows])))
             ids, lengths = result["ids"].numpy(), result["lengths"].numpy()
             outputs.update((i, ids[r, 0, : lengths[r, 0]].tolist()) for r, i in enumerate(rows))
         return outputs

@@ -8,6 +8,7 @@ interleaved so that the machine's drift hits them alike:
 
     .venv/bin/python benchmarks/decode_engines.py --output_dir=out/demo/train_avg
     .venv/bin/python benchmarks/decode_engines.py --output_dir=out/demo/train_avg --lines=30 --rounds=1 --repeats=1  # a smoke test
+    .venv/bin/python benchmarks/decode_engines.py --output_dir=out/demo/train_avg --view=command  # what a user's command pays
 
 Default: the shipped Multi30k en-de val set (1014 lines) scored against val.de, beam 4 and alpha
 1.4 (CTranslate2's length_penalty 1.4, from the export), shortlist=50 against a vmap of the same
@@ -19,6 +20,11 @@ over CTranslate2's fastest within 0.3 BLEU of its float32, without lists (no sho
 vmap) and with them (shortlist against vmap); issue 73 asks for at least 0.8x in both. Beside
 each, the median over rounds of the same two configurations' ratio within a round (steadier on a
 drifting machine).
+
+`--view=command` measures what a user waits for instead: each configuration's whole process
+(start-up, loading, the first batches' tracing and kernel creation, SentencePiece, the decode)
+on the file and on its first line alone, `decode_file.py --cold --repeats=0`; its rate is (lines
+- 1) / (the file's seconds - the one line's seconds), the command's time beyond starting up.
 
 Prints one JSON line per configuration and one summary line on stdout (append them to
 benchmarks/results-DATE.jsonl), progress and a Markdown table on stderr. The export is cached in
@@ -140,17 +146,35 @@ def last_line(text: str) -> str:
     return lines[-1][-400:] if lines else "(no output)"
 
 
-def run_config(config: Config, files: list, repeats: int, env: dict) -> dict:
-    """decode_file.py's JSON line for `config` in a process of its own, or {"status": "failed"}."""
-    command = [sys.executable, os.path.join(HERE, "decode_file.py"), *config.argv, f"--repeats={repeats}",
+def run_config(config: Config, files: list, repeats: int, env: dict, one_line: list | None = None) -> dict:
+    """decode_file.py's JSON line for `config` in a process of its own, or {"status": "failed"}.
+    With `one_line` (the files' first lines), the command view: the whole process timed on the
+    files and on `one_line`, "sentences_per_s" the rate of the difference."""
+    if one_line is None:
+        return _decode_file(config, files, [f"--repeats={repeats}"], env)[0]
+    full, full_seconds = _decode_file(config, files, ["--cold", "--repeats=0"], env)
+    one, one_seconds = _decode_file(config, one_line, ["--cold", "--repeats=0"], env)
+    for result in (full, one):
+        if result.get("status") == "failed":
+            return result
+    rate = (full["lines"] - one["lines"]) / max(full_seconds - one_seconds, 1e-9)
+    return {**full, "sentences_per_s": round(rate, 2), "command_s": round(full_seconds, 2),
+            "one_line_command_s": round(one_seconds, 2)}
+
+
+def _decode_file(config: Config, files: list, flags: list, env: dict) -> tuple[dict, float]:
+    """(decode_file.py's JSON line, or {"status": "failed"}; the process's wall seconds)."""
+    command = [sys.executable, os.path.join(HERE, "decode_file.py"), *config.argv, *flags,
                f"--input={files[0]}", f"--reference={files[1]}"]
+    started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
     try:
         if done.returncode == 0:
-            return json.loads(done.stdout.strip().splitlines()[-1])
+            return json.loads(done.stdout.strip().splitlines()[-1]), seconds
     except (ValueError, IndexError):
         pass
-    return {"status": "failed", "returncode": done.returncode, "error": last_line(done.stderr or done.stdout)}
+    return {"status": "failed", "returncode": done.returncode, "error": last_line(done.stderr or done.stdout)}, seconds
 
 
 def first_lines(path: str, count: int, scratch: str) -> str:
@@ -252,6 +276,9 @@ def main() -> int:
     parser.add_argument("--shortlist", type=int, default=50,
                         help="ours' shortlist=N and the vmap's partners a source piece; 0: the configurations without lists only")
     parser.add_argument("--rounds", type=int, default=2, help="every configuration once a round; each reports its best round")
+    parser.add_argument("--view", choices=("warm", "command"), default="warm",
+                        help="warm: the engines after a warm-up decoding (decode_file.py's median of --repeats); command: "
+                             "the whole process on the file minus on its first line (see the docstring)")
     parser.add_argument("--repeats", type=int, default=3, help="decode_file.py's timed decodings a round (their median)")
     parser.add_argument("--ct2_dir", help="the CTranslate2 export, made or reused (default: RUN_ct2 beside the run)")
     parser.add_argument("--ct2_parts", type=int, default=2, help="CTranslate2's workers, each of cores/parts threads")
@@ -279,13 +306,17 @@ def main() -> int:
         files = [args.input, args.reference]
         if args.lines:
             files = [first_lines(path, args.lines, scratch) for path in files]
+        one_line = None
+        if args.view == "command":
+            os.makedirs(os.path.join(scratch, "one"))
+            one_line = [first_lines(path, 1, os.path.join(scratch, "one")) for path in files]
         configs = configurations(args, ct2_dir, compute_types, notes)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         for round_number in range(1, args.rounds + 1):
             for config in configs:
                 started = time.monotonic()
-                result = run_config(config, files, args.repeats, env)
+                result = run_config(config, files, args.repeats, env, one_line)
                 config.rounds.append(result)
                 outcome = (f"failed: {result['error']}" if result.get("status") == "failed"
                            else f"{result['sentences_per_s']:.1f} sentences/s, BLEU {result['bleu']}")
@@ -296,7 +327,8 @@ def main() -> int:
     lines = None
     for config in configs:
         best = config.best
-        line = {"benchmark": "decode_engines", "label": config.label, "engine": config.engine, "lists": config.lists}
+        line = {"benchmark": "decode_engines", "view": args.view, "label": config.label, "engine": config.engine,
+                "lists": config.lists}
         if best is None:
             line.update(status="failed", error=config.rounds[-1].get("error"))
         else:
@@ -320,6 +352,7 @@ def main() -> int:
     cores = len(os.sched_getaffinity(0))
     summary.update({
         "run_dir": run_dir, "ct2_dir": ct2_dir, "input": os.path.basename(args.input), "lines": lines,
+        "view": args.view,
         "decode_hparams": args.decode_hparams, "shortlist": args.shortlist, "rounds": args.rounds, "repeats": args.repeats,
         "ct2_workers": args.ct2_parts, "ct2_threads_each": max(1, cores // args.ct2_parts),
         "ct2_max_batch_sizes": args.ct2_max_batch_sizes, "ctranslate2": ctranslate2.__version__, "notes": notes,

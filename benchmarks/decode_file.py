@@ -14,8 +14,11 @@ batches of --max_batch_size, on --parts workers of cores/parts threads each; bea
 penalty from the export's t2t_keras_export.json (CTranslate2 divides log P by |Y|^lp, ours by
 ((5 + |Y|) / 6)^alpha: --length_penalty overrides). SentencePiece encoding and decoding are
 timed in both. Decodes the file once to warm up, then `--repeats` times; prints one JSON line
-with the median sentences/s, the BLEU, the settings and the CPU. Run it alone: two
-benchmarks on 2 cores spoil each other.
+with the median sentences/s, the BLEU, the settings and the CPU. With `--cold`, the first
+decoding is timed too (`cold_sentences_per_s`: what a fresh process pays beyond loading, the
+first batches' tracing and kernel creation included) and `startup_s` says how long the process
+took until the engine was loaded (what decode_engines.py's command view subtracts with a run
+of one line). Run it alone: two benchmarks on 2 cores spoil each other.
 """
 
 import argparse
@@ -27,6 +30,7 @@ import statistics
 import sys
 import time
 
+STARTED = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from t2t_keras.system import cpu_model, keep_freed_memory, keep_kernels_for_every_shape  # noqa: E402
@@ -41,10 +45,16 @@ def read(path: str) -> list[str]:
         return handle.read().splitlines()
 
 
-def timed(decode, repeats: int):
-    """(sentences/s of each of `repeats` runs after a warm-up, the last run's outputs)."""
-    decode()  # warm-up: traces every batch shape's graph, or CTranslate2's first allocations
-    rates, outputs = [], None
+def timed(decode, repeats: int, cold: dict | None = None):
+    """(sentences/s of each of `repeats` runs after a warm-up, the last run's outputs). With
+    `cold` (a dict), the warm-up is timed too: cold["startup_s"], the process until now, and
+    cold["cold_sentences_per_s"], the first run's rate."""
+    started = time.perf_counter()
+    outputs = decode()  # warm-up: traces every batch shape's graph, or CTranslate2's first allocations
+    if cold is not None:
+        cold["startup_s"] = round(started - STARTED, 2)
+        cold["cold_sentences_per_s"] = round(len(outputs) / (time.perf_counter() - started), 2)
+    rates = []
     for _ in range(repeats):
         start = time.perf_counter()
         outputs = decode()
@@ -68,7 +78,7 @@ def ours(args, lines):
         file_decoding.decode_stream(translate_window, iter(enumerate(lines)), written.extend, window)
         return written
 
-    rates, outputs = timed(decode, args.repeats)
+    rates, outputs = timed(decode, args.repeats, args.cold)
     return rates, outputs, {"engine": "t2t_keras", "decode_hparams": dataclasses.asdict(translator.settings),
                             "window_lines": window, "checkpoint": translator.checkpoint_paths[0]}
 
@@ -98,7 +108,7 @@ def ctranslate2_engine(args, lines):
                                              **search)
         return [target.decode(result.hypotheses[0]) for result in results]
 
-    rates, outputs = timed(decode, args.repeats)
+    rates, outputs = timed(decode, args.repeats, args.cold)
     return rates, outputs, {"engine": "ctranslate2", "ctranslate2": ctranslate2.__version__,
                             "compute_type": args.compute_type, "parts": args.parts, "use_vmap": args.use_vmap,
                             "max_batch_size": args.max_batch_size, **search, "checkpoint": metadata["checkpoint"]}
@@ -112,7 +122,9 @@ def main() -> None:
     parser.add_argument("--engine", choices=("t2t_keras", "ctranslate2"), default="t2t_keras")
     parser.add_argument("--input", default=os.path.join(MULTI30K_DIR, "val.en.gz"))
     parser.add_argument("--reference", default=os.path.join(MULTI30K_DIR, "val.de.gz"), help="'' for no BLEU")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="timed decodings after the first (0: with --cold, the first only)")
+    parser.add_argument("--cold", action="store_const", const={}, default=None,
+                        help="time the first decoding too (cold_sentences_per_s) and the start-up (startup_s)")
     parser.add_argument("--output_dir", help="t2t_keras: the trained run")
     parser.add_argument("--decode_hparams", default="beam_size=4,alpha=1.4")
     parser.add_argument("--window_lines", type=int, default=-1, help="t2t_keras: -1: the decoder's; 0: the whole file at once")
@@ -123,6 +135,8 @@ def main() -> None:
     parser.add_argument("--max_batch_size", type=int, default=32, help="ctranslate2: sentences a batch")
     parser.add_argument("--length_penalty", type=float, help="ctranslate2: instead of the export's")
     args = parser.parse_args()
+    if args.repeats < 0 or (args.repeats == 0 and args.cold is None):
+        parser.error("--repeats is at least 1 (0 with --cold: the first decoding only)")
     if (args.engine == "t2t_keras") != bool(args.output_dir) or (args.engine == "ctranslate2") != bool(args.ct2_dir):
         parser.error("--engine=t2t_keras takes --output_dir, --engine=ctranslate2 takes --ct2_dir")
 
@@ -131,7 +145,8 @@ def main() -> None:
     assert len(outputs) == len(lines)
     bleu = round(sacre_bleu(outputs, read(args.reference))[0].score, 2) if args.reference else None
     print(json.dumps({
-        "benchmark": "decode_file", "sentences_per_s": round(statistics.median(rates), 2),
+        "benchmark": "decode_file", "sentences_per_s": round(statistics.median(rates), 2) if rates else None,
+        **(args.cold or {}),
         "runs": [round(rate, 2) for rate in rates], "bleu": bleu, "lines": len(lines), "input": os.path.basename(args.input),
         **settings, "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d"),
     }))

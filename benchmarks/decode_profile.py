@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/decode_profile.py
 
 Times three graphs over the same 30 steps (tiny shape, 64 sentences x beam 4 = 256
-hypotheses, sources of 20 tokens): the full search (`beam_search` over `decode_step`), the
-model alone (`decode_step` in a bare while loop, growing its cache, no search), and the
-search alone (`beam_search` over a step function that returns fixed logits). Prints one
+hypotheses, sources of 20 tokens): the full search (the decoder's `SearchModule.best_ids` in one
+part, its kernels chosen here), the model alone (`decode_step` in a bare while loop, growing
+its cache, no search), and the search alone (`beam_search` over a step function that returns fixed logits). Prints one
 JSON line with the median milliseconds per step of each (median of 5 runs after a warm-up).
 """
 
@@ -23,42 +23,32 @@ shapes = decode_speed.shapes
 
 
 def main():
-    import dataclasses
-
     import tensorflow as tf
 
-    from t2t_keras import registry
-    from t2t_keras.decoding import batch_decoding
     from t2t_keras.decoding.beam_search import beam_search
-    from t2t_keras.models import Transformer
     from t2t_keras.token_ids import EOS_ID
 
     tf.random.set_seed(shapes.SEED)
     dcfg = shapes.DECODE
     shape = shapes.SHAPES[dcfg.shape]
-    hparams = dataclasses.replace(
-        registry.hparams("transformer_base"), num_hidden_layers=shape.num_layers, hidden_size=shape.d_model,
-        filter_size=shape.d_ff, num_heads=shape.num_heads,
-    )
-    model = Transformer.from_hparams(hparams, shape.vocab)
     steps, beam = dcfg.forced_steps, dcfg.beam_size
-    model.softmax_projection.choose_step_orientation(dcfg.num_sentences * beam)  # as Translator does
+    modules = []
+    decode_speed.build_decoder(shape, dcfg, parallel_parts=1, module=modules)  # the decoder's search, in one part
+    module = modules[0]
+    model, kernels = module.model, module.kernels
     sources = tf.constant(shapes.decode_sources(dcfg, shape.vocab))
     batch = int(sources.shape[0])
-    forced = lambda step_fn: decode_speed.forced_steps(step_fn, steps, shape.vocab)  # noqa: E731
 
     def prepared():
         return model.init_decoding(model.encode(sources), beam)
 
-    @tf.function(autograph=False)
     def full():
-        return batch_decoding.search_batch(model, sources, beam, dcfg.alpha, tf.fill([batch], 20 + dcfg.extra_len),
-                                           wrap_step=forced, min_length=steps).ids
+        return module.best_ids(sources)["ids"]
 
     @tf.function(autograph=False)
     def model_only():
         memory, cache = prepared()
-        weights = model.output_weights()
+        weights = model.output_weights(None, kernels.output_product)
 
         def body(index, ids, cache):
             logits, cache = model.decode_step(ids, index, cache, memory, weights)
@@ -72,10 +62,11 @@ def main():
 
     @tf.function(autograph=False)
     def search_only():
-        return beam_search(forced(lambda ids, index, state, sentences: (fixed_logits[: tf.shape(ids)[0]], state)), (), batch, beam, dcfg.alpha,
-                           tf.fill([batch], 20 + dcfg.extra_len), eos_id=EOS_ID, min_length=steps).ids
+        return beam_search(lambda ids, index, state, sentences: (fixed_logits[: tf.shape(ids)[0]], state), (), batch, beam,
+                           dcfg.alpha, tf.fill([batch], steps), eos_id=EOS_ID, min_length=steps, kernels=kernels).ids
 
-    result = {"bench": "decode_profile", "size": dcfg.shape, "hypotheses": batch * beam, "steps": steps}
+    result = {"bench": "decode_profile", "size": dcfg.shape, "hypotheses": batch * beam, "steps": steps,
+              "kernel_choices": kernels.setting()}
     for name, function in (("full_ms_per_step", full), ("model_ms_per_step", model_only), ("search_ms_per_step", search_only)):
         function()  # trace and warm up
         times = []

@@ -36,7 +36,7 @@ _LAZY_SUBPACKAGES = ("layers", "models", "optimization", "training")
 # paying for TensorFlow when only the registries are used (e.g. `--registry_help`).
 _LAZY_NAMES = {
     "Translator": "t2t_keras.translator",
-    "Hypothesis": "t2t_keras.decoding.batch_decoding",
+    "Hypothesis": "t2t_keras.decoding.hypothesis",
     "Transformer": "t2t_keras.models.transformer",
     "LabelSmoothedCrossEntropy": "t2t_keras.optimization.losses",
 }

@@ -272,6 +272,13 @@ class DecodeHParams:
         "best finished hypothesis beats its best alive one at the current length, as OpenNMT and CTranslate2",
     )
 
+    kernel_choices: str = _field(
+        "", DECODING,
+        "the decode step's kernel alternatives forced, 'step_product=nn|nt|tn;beam_candidates=native|graph;"
+        "top_k=native|graph' (any of them); '' = each timed on this machine when the model loads, as training's "
+        "(decoding/kernel_choices.py: the same outputs to float rounding, at another speed); the Python API's "
+        "settings and the decoder's output record show those chosen")
+
     reverse_weight: float = _field(
         0.5, DECODING,
         "with a reverse model (the decoder's --reverse_model): each sentence's beam_size finished hypotheses are "
@@ -284,24 +291,40 @@ class DecodeHParams:
     def sampling(self) -> bool:
         return self.sampling_top_k != 0
 
-    def validated(self) -> "DecodeHParams":
-        if (self.beam_size < 1 or self.sentences_per_batch < 1 or self.extra_length < 0 or self.min_length < 0
-                or self.alpha < 0 or self.parallel_parts < 0 or self.batch_tokens < 0 or self.sampling_top_k < -1
-                or self.sampling_temperature <= 0 or self.max_input_tokens < 0 or self.max_input_tokens == 1
-                or self.reverse_weight < 0
-                or not 0 <= self.shortlist <= SHORTLIST_MAX_PER_SOURCE
-                or not 0 <= self.shortlist_frequent <= SHORTLIST_MAX_FREQUENT):
-            raise UsageError(
-                "--decode_hparams: need beam_size >= 1, sentences_per_batch >= 1, extra_length >= 0, min_length >= 0, "
-                "alpha >= 0, parallel_parts >= 0, batch_tokens >= 0, sampling_top_k >= -1, sampling_temperature > 0, "
-                f"max_input_tokens 0 or >= 2, shortlist 0 to {SHORTLIST_MAX_PER_SOURCE}, shortlist_frequent 0 to "
-                f"{SHORTLIST_MAX_FREQUENT}, reverse_weight >= 0; "
-                f"got {self}."
-            )
+    def validated(self, source: str = "--decode_hparams") -> "DecodeHParams":
+        """Self, after checking each setting against its rule: a one-line UsageError naming
+        `source` (a flag, or the Python method the settings were given to), the first setting
+        that breaks its rule, and the rule."""
+        for name, holds, rule in _DECODE_RULES:
+            value = getattr(self, name)
+            if not holds(value):
+                raise UsageError(f"{source}: {name}={value!r}: need {name} {rule}.")
         if self.shortlist and self.sampling:
-            raise UsageError("--decode_hparams: shortlist is for beam search; sampling draws from the whole vocabulary "
+            raise UsageError(f"{source}: shortlist is for beam search; sampling draws from the whole vocabulary "
                              "(set shortlist=0 or sampling_top_k=0).")
+        if self.kernel_choices:
+            from t2t_keras.decoding.kernel_choices import forced_choices
+
+            forced_choices(self.kernel_choices, source)
         return self
+
+
+# Each decode setting's rule: (name, whether a value keeps it, the rule in words).
+_DECODE_RULES = (
+    ("beam_size", lambda v: v >= 1, ">= 1"),
+    ("sentences_per_batch", lambda v: v >= 1, ">= 1"),
+    ("extra_length", lambda v: v >= 0, ">= 0"),
+    ("min_length", lambda v: v >= 0, ">= 0"),
+    ("alpha", lambda v: v >= 0, ">= 0"),
+    ("parallel_parts", lambda v: v >= 0, ">= 0 (0 = one per CPU core)"),
+    ("batch_tokens", lambda v: v >= 0, ">= 0 (0 = sentences_per_batch a batch)"),
+    ("sampling_top_k", lambda v: v >= -1, ">= -1 (0 = beam search, -1 = the whole distribution)"),
+    ("sampling_temperature", lambda v: v > 0, "> 0"),
+    ("max_input_tokens", lambda v: v == 0 or v >= 2, "0 (no limit) or >= 2"),
+    ("reverse_weight", lambda v: v >= 0, ">= 0"),
+    ("shortlist", lambda v: 0 <= v <= SHORTLIST_MAX_PER_SOURCE, f"0 to {SHORTLIST_MAX_PER_SOURCE}"),
+    ("shortlist_frequent", lambda v: 0 <= v <= SHORTLIST_MAX_FREQUENT, f"0 to {SHORTLIST_MAX_FREQUENT}"),
+)
 
 
 def field_names(group: str | None = None) -> list[str]:
@@ -336,12 +359,13 @@ def apply_overrides(config, overrides: str, flag: str = "--hparams"):
 
 
 def replace_fields(config, changes: dict, source: str):
-    """`config` (HParams or another config dataclass) with `changes` ({name: Python value})
-    applied, each checked against its field's declared type; validated."""
+    """`config` (HParams or DecodeHParams) with `changes` ({name: Python value}) applied, each
+    checked against its field's declared type; validated (a DecodeHParams' errors name `source`)."""
     config_type = type(config)
     checked = {key: _check_type(config_type, _field_named(key, source, config_type), value, source)
                for key, value in changes.items()}
-    return dataclasses.replace(config, **checked).validated()
+    changed = dataclasses.replace(config, **checked)
+    return changed.validated(source) if isinstance(changed, DecodeHParams) else changed.validated()
 
 
 def _field_named(key: str, source: str, config_type) -> dataclasses.Field:

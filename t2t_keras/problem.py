@@ -102,7 +102,7 @@ class Problem(abc.ABC):
         set), then `overrides` ("beam_size=5,alpha=1.0"), checked; an error names `flag`. The one
         place decode settings are resolved (decoder, exporter, trainer's dev score, Translator)."""
         defaults = replace_fields(self.decode_defaults, run_defaults or {}, "run.json's decode_defaults")
-        return apply_overrides(defaults, overrides, flag).validated()
+        return apply_overrides(defaults, overrides, flag).validated(flag)
 
     def postprocess_output(self, source: str, output: str) -> tuple[str, int]:
         """A decoded sentence as the decoder writes it, and how many repairs that took."""

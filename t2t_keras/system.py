@@ -138,11 +138,12 @@ def one_thread_per_op(parallel_ops: int) -> None:
     except RuntimeError:  # TensorFlow has run ops already: its thread pools are made
         current = (tf.config.threading.get_intra_op_parallelism_threads(),
                    tf.config.threading.get_inter_op_parallelism_threads())
-        if current != threads:
-            logging.warning(
+        if current != threads:  # e.g. a model trained with fit, then decoded: no warning for a documented flow
+            logging.info(
                 "TensorFlow ran before decoding was set up, so its ops keep their thread settings (intra-op %d, "
-                "inter-op %d; 0 = all cores), not one thread per op: decoding may be slower than t2t-keras-decoder. "
-                "Create the Translator before other TensorFlow work.", *current)
+                "inter-op %d; 0 = all cores), not one thread per op: decoding is slower than t2t-keras-decoder's "
+                "(0.7-0.75x on the demo model: docs/results/library.md, \"After other TensorFlow work\"). Create the "
+                "Translator before other TensorFlow work where that matters.", *current)
 
 
 def cores_for_decoding(requested: int, configure: bool = True) -> int:

@@ -23,20 +23,17 @@ one thread each, a batch searched in one part per core, and freed memory kept by
 
 from __future__ import annotations
 
-import dataclasses
+import re
 import sys
 from typing import Iterable, Iterator
 
 from t2t_keras import files
-from t2t_keras.decoding.batch_decoding import Hypothesis, postprocess, require_sentence_list, score_lines, translate_lines
 from t2t_keras.decoding.file_decoding import window_lines, windows
+from t2t_keras.decoding.hypothesis import Hypothesis
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams, replace_fields
 
 __all__ = ["Hypothesis", "Translator"]
-
-# Settings the graphs of a SearchModule do not fix: a call may change them without another module.
-CALL_SETTINGS = ("sentences_per_batch", "batch_tokens", "reverse_weight")
 
 
 class Translator:
@@ -57,56 +54,47 @@ class Translator:
         their next-token probabilities; same vocabularies); `reverse`, a run dir or checkpoint
         of the other direction that reranks each sentence's beam by log P(source | output).
         `tune_process=False` leaves TensorFlow's threads and glibc's malloc as they are."""
-        from t2t_keras.serving.exported_translator import ExportedModel, holds_export
+        from t2t_keras.serving.loaded_export import LoadedExport, holds_export
         from t2t_keras.system import start_tensorflow_quietly
 
         if holds_export(path):
             if checkpoint or ensemble or reverse:
                 raise UsageError(f"{path} is an export: checkpoint, ensemble and reverse need run dirs.")
             start_tensorflow_quietly()
-            return cls(ExportedModel(path, settings))
+            return cls(LoadedExport(path, settings))
         if not files.isfile(files.join(path, "hparams.json")):
             raise UsageError(f"{path} is neither a trainer's run dir (it has no hparams.json) nor an export "
                              "(no saved_model.pb, in it or in a numbered version); give t2t-keras-trainer's --output_dir "
                              "or t2t-keras-exporter's --export_dir.")
         from t2t_keras.decoding.trained_run import TrainedRun
 
-        return cls.from_run(TrainedRun.resolve(path, settings, checkpoint, tuple(ensemble), reverse=reverse), tune_process)
+        run = TrainedRun.resolve(path, settings, checkpoint, tuple(ensemble), reverse=reverse, source="from_preset")
+        if not run.decode_hparams.max_input_tokens:  # as an export of the run bounds a request
+            run = run.with_settings(max_input_tokens=run.run_dir.hparams().max_length)
+        return cls.from_run(run, tune_process)
 
     @classmethod
     def from_run(cls, run, tune_process: bool = True) -> "Translator":
         """The Translator of a resolved `TrainedRun` (the decoder CLI's way in)."""
-        from t2t_keras.decoding.search_module import SearchModule
+        from t2t_keras.decoding.engine import DecodingEngine
         from t2t_keras.system import start_tensorflow_quietly
 
         start_tensorflow_quietly()
-        return cls(_ModelSearch(
-            run.decode_hparams, run.problem, run.vocabularies, lambda precision: run.with_settings(precision=precision).restore_model(),
-            token_filter=run.token_filter(), shortlists=lambda settings: run.with_settings(**dataclasses.asdict(settings)).shortlist,
-            reverse=(lambda: SearchModule.from_run(run.reverse_run)) if run.reverse_run else None, checkpoint_paths=run.checkpoints,
-            tune_process=tune_process,
-        ))
+        return cls(DecodingEngine.from_run(run, tune_process))
 
     @classmethod
-    def from_model(cls, model, vocabularies, problem=None, *, tune_process: bool = True, **settings) -> "Translator":
+    def from_model(cls, model, vocabularies, problem=None, *, shortlist_table=None, tune_process: bool = True,
+                   **settings) -> "Translator":
         """The Translator of a Keras `Transformer` in memory (trained with `fit`, loaded from a
         .keras file) and the `Vocabularies` it was trained with (`problem.load_vocabularies(data_dir)`).
-        With the `problem`, its decode defaults, constraints and output form; `settings` become the defaults."""
-        from t2t_keras.models.factory import in_precision
-        from t2t_keras.system import decode_precision
+        With the `problem`, its decode defaults, constraints and output form; `settings` become the
+        defaults; `shortlist_table`, a `Shortlist` (`decoding.shortlist.load_run_shortlist(run_dir)`),
+        for the shortlist setting (the trainer's dev decoding passes its run's)."""
+        from t2t_keras.decoding.engine import DecodingEngine
 
         defaults = problem.decode_settings() if problem is not None else DecodeHParams()
-
-        def no_shortlist(settings):
-            if settings.shortlist:
-                raise UsageError("shortlist needs the table a trainer's run dir holds (shortlist.npz): use from_preset(RUN_DIR).")
-
-        return cls(_ModelSearch(
-            decode_precision(replace_fields(defaults, settings, "decode settings")), problem, vocabularies,
-            lambda precision: in_precision(model, precision),
-            token_filter=problem.token_filter(vocabularies) if problem is not None else None, shortlists=no_shortlist,
-            tune_process=tune_process,
-        ))
+        return cls(DecodingEngine.from_model(model, vocabularies, problem, _replaced(defaults, settings, "from_model"),
+                                             shortlist_table, tune_process))
 
     @property
     def settings(self) -> DecodeHParams:
@@ -133,7 +121,7 @@ class Translator:
         `settings`: what a call with them runs. Not for an export (its graphs are the SavedModel's)."""
         if not hasattr(self._backend, "search_module"):
             raise UsageError("an export's graphs are its SavedModel's signatures: search_module needs a run dir or a model.")
-        return self._backend.search_module(self._call_settings(None, settings))
+        return self._backend.search_module(self._call_settings(None, settings, "search_module"))
 
     @property
     def checkpoint_paths(self) -> list[str]:
@@ -143,109 +131,121 @@ class Translator:
     def generate(self, texts: list[str], *, batch_size: int | None = None, progress: bool = False,
                  **settings) -> list[str]:
         """The best output of each text (an empty one for a blank text)."""
+        texts = _checked_list(texts, "generate")
         return [hypotheses[0].text for hypotheses in
-                self.translate_iter(texts, batch_size=batch_size, progress=progress, **settings)]
+                self._translate_iter(texts, "generate", 1, False, batch_size, progress, settings)]
 
     def translate(self, texts: list[str], *, n_best: int = 1, log_probs: bool = False, batch_size: int | None = None,
                   progress: bool = False, **settings) -> list[list[Hypothesis]]:
         """The `n_best` best `Hypothesis`es of each text, best first: text, score (what the search
-        ranked by) and, with `log_probs`, log P(text | input) (a teacher-forced pass more;
-        else None)."""
-        require_sentence_list(texts, "translate")
-        return list(self.translate_iter(texts, n_best=n_best, log_probs=log_probs, batch_size=batch_size,
-                                        progress=progress, **settings))
+        ranked by), with `log_probs` log P(text | input) (a teacher-forced pass more; else None),
+        and whether the text was cut to max_input_tokens (`truncated`)."""
+        texts = _checked_list(texts, "translate")
+        return list(self._translate_iter(texts, "translate", n_best, log_probs, batch_size, progress, settings))
 
     def translate_iter(self, texts: Iterable[str], *, n_best: int = 1, log_probs: bool = False,
                        batch_size: int | None = None, progress: bool = False, **settings) -> Iterator[list[Hypothesis]]:
-        """`translate` for inputs read lazily (a file's lines, a generator): each text's
-        hypotheses in input order, a window of texts (8 batches) at a time, so memory holds one
-        window. With sampling, the i-th text's samples depend on the seed and i only."""
-        require_sentence_list(texts, "translate_iter")
-        call = self._call_settings(batch_size, settings)
+        """`translate` for inputs read lazily (a file's lines, a generator; each text's one line
+        break at its end is dropped): each text's hypotheses in input order, a window of texts (8
+        batches) at a time, so memory holds one window. With sampling, the i-th text's samples
+        depend on the seed and i only."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(_NOT_A_LIST.format(method="translate_iter"))
+        return self._translate_iter(texts, "translate_iter", n_best, log_probs, batch_size, progress, settings)
+
+    def _translate_iter(self, texts, method: str, n_best: int, log_probs: bool, batch_size, progress: bool,
+                        settings: dict) -> Iterator[list[Hypothesis]]:
+        call = self._call_settings(batch_size, settings, method)
         translate_window = self._backend.window_translator(call, n_best, log_probs)
         bar = _bar(progress, texts)
+        replaced = []
         try:
-            for numbers, lines in windows(enumerate(line.rstrip("\n") for line in texts), window_lines(call)):
+            for numbers, lines in windows(_checked_texts(texts, method, replaced), window_lines(call)):
                 outputs, _ = translate_window(lines, numbers, bar.update)
                 yield from outputs
         finally:
             bar.close()
+            _report_replaced(replaced, method)
 
     def window_translator(self, n_best: int = 1, log_probs: bool = False, **settings):
         """What `translate_iter` runs on each window: (lines, line numbers, on_lines(count)) ->
         (each line's hypotheses, the repairs that made them well-formed). The decoder CLI's."""
-        return self._backend.window_translator(self._call_settings(None, settings), n_best, log_probs)
+        return self._backend.window_translator(self._call_settings(None, settings, "window_translator"), n_best, log_probs)
 
     def score(self, sources: list[str], targets: list[str], *, batch_size: int | None = None) -> list[float]:
         """log P(target | source) of each pair, EOS included (the SavedModel's score signature);
         0 for a blank source."""
-        require_sentence_list(sources, "score")
-        require_sentence_list(targets, "score")
+        sources, targets = _checked_list(sources, "score"), _checked_list(targets, "score", "target ")
         if len(sources) != len(targets):
             raise UsageError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
-        return self._backend.score(list(sources), list(targets), self._call_settings(batch_size, {}))
+        replaced = []
+        sources = [line for _, line in _checked_texts(sources, "score", replaced)]
+        targets = [line for _, line in _checked_texts(targets, "score", replaced, "target ")]
+        _report_replaced(replaced, "score")
+        return self._backend.score(sources, targets, self._call_settings(batch_size, {}, "score"))
 
-    def _call_settings(self, batch_size: int | None, settings: dict) -> DecodeHParams:
+    def _call_settings(self, batch_size, settings: dict, method: str) -> DecodeHParams:
         if batch_size is not None:
+            if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+                raise UsageError(f"{method}: batch_size={batch_size!r}: need an int batch_size >= 1.")
             settings = {**settings, "sentences_per_batch": batch_size}
-        return replace_fields(self.settings, settings, "decode settings") if settings else self.settings
+        return _replaced(self.settings, settings, method)
 
 
-class _ModelSearch:
-    """Decoding with a model in memory: restored once per precision (`models(precision)`), a
-    SearchModule per distinct graph settings (`CALL_SETTINGS` aside), kept for later calls;
-    `reverse()` makes the reverse model's module, after the process is set up for decoding."""
+_NOT_A_LIST = "{method} takes a list of sentences, e.g. {method}([\"A dog runs.\"]), not a string."
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
-    def __init__(self, settings: DecodeHParams, problem, vocabularies, models, token_filter=None, shortlists=None,
-                 reverse=None, checkpoint_paths=(), tune_process: bool = True):
-        from t2t_keras.system import cores_for_decoding
 
-        parts = cores_for_decoding(settings.parallel_parts, configure=tune_process)
-        self.settings = dataclasses.replace(settings, parallel_parts=parts)
-        self.problem, self.vocabularies, self.token_filter = problem, vocabularies, token_filter
-        self.checkpoint_paths = list(checkpoint_paths)
-        self._models, self._restore = {}, models
-        self._shortlists = shortlists or (lambda settings: None)
-        self._reverse = reverse() if reverse else None
-        self._modules = {}
-        self._model(self.settings.precision)  # restored now: a damaged checkpoint stops the load, not a first call
+def _replaced(defaults: DecodeHParams, settings: dict, method: str) -> DecodeHParams:
+    """`defaults` with the settings a call gave; a bad one is one line naming it, its rule and `method`."""
+    return replace_fields(defaults, settings, method) if settings else defaults
 
-    @property
-    def model(self):
-        return self._model(self.settings.precision)
 
-    def window_translator(self, settings: DecodeHParams, n_best: int, log_probs: bool):
-        module = self.search_module(settings)
+def _checked_list(texts, method: str, kind: str = ""):
+    """`texts` as a list, each item a string (a TypeError naming the first that is not); a bare
+    string is refused (it would be read as one sentence per character)."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(_NOT_A_LIST.format(method=method))
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        _require_string(text, index, method, kind)
+    return texts
 
-        def translate(lines, numbers, on_lines):
-            outputs = translate_lines(module, lines, n_best, log_probs, line_numbers=numbers, on_lines=on_lines,
-                                      batching=settings)
-            return postprocess(self.problem, lines, outputs) if self.problem is not None else (outputs, 0)
 
-        return translate
+def _require_string(text, index: int, method: str, kind: str = "") -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"{method}: {kind}item {index} is {type(text).__name__} {text!r:.40}, not a str; give one "
+                        "string per sentence.")
 
-    def score(self, sources: list[str], targets: list[str], settings: DecodeHParams) -> list[float]:
-        return score_lines(self.search_module(settings), sources, targets, batching=settings)
 
-    def _model(self, precision: str):
-        if precision not in self._models:
-            self._models[precision] = self._restore(precision)
-        return self._models[precision]
+def _checked_texts(texts, method: str, replaced: list, kind: str = "") -> Iterator[tuple[int, str]]:
+    """(index, line) of each text as decoding reads it: a str (a TypeError naming the item
+    otherwise), its one line break at the end dropped, none inside (a UsageError naming it:
+    a sentence per item), invalid Unicode (lone surrogates, or bytes a file opened with
+    errors="surrogateescape" kept) replaced by U+FFFD as t2t-keras-decoder replaces invalid
+    UTF-8, its index added to `replaced`."""
+    for index, text in enumerate(texts):
+        _require_string(text, index, method, kind)
+        line = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+        if "\n" in line:  # the one character the decoder splits a file's lines at
+            raise UsageError(f"{method}: {kind}item {index} holds a line break; give one sentence per item "
+                             "(split it first, e.g. with str.splitlines).")
+        if _SURROGATES.search(line):
+            try:  # bytes kept by surrogateescape: decoded as a file's invalid UTF-8 is
+                line = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            except UnicodeEncodeError:
+                line = _SURROGATES.sub("\ufffd", line)
+            replaced.append(f"{kind}{index}")
+        yield index, line
 
-    def search_module(self, settings: DecodeHParams):
-        """The SearchModule of `settings`, made on first use (its graphs traced at its first call)."""
-        from t2t_keras.decoding.search_module import SearchModule
-        from t2t_keras.system import decode_precision
 
-        key = dataclasses.replace(settings, **{name: getattr(self.settings, name) for name in CALL_SETTINGS})
-        if key not in self._modules:
-            # The defaults' precision was decided with them (an export's run keeps bf16); a call's is decided here.
-            decoded = key if key.precision == self.settings.precision else decode_precision(key)
-            module = SearchModule(self._model(decoded.precision), self.vocabularies, decoded,
-                                  self.token_filter, self.problem, self._shortlists(decoded), native_kernels=True)
-            module.reverse = self._reverse
-            self._modules[key] = module
-        return self._modules[key]
+def _report_replaced(replaced: list, method: str) -> None:
+    if replaced:
+        from absl import logging
+
+        shown = ", ".join(replaced[:20]) + (f" and {len(replaced) - 20} more" if len(replaced) > 20 else "")
+        logging.warning("%s: invalid Unicode replaced by U+FFFD in item%s %s (as t2t-keras-decoder replaces invalid "
+                        "UTF-8).", method, "s" if len(replaced) > 1 else "", shown)
 
 
 def _bar(progress: bool, texts):

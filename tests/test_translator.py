@@ -30,7 +30,7 @@ def test_the_api_is_importable_from_the_top():
     from t2t_keras import Hypothesis, LabelSmoothedCrossEntropy, Transformer, Translator
 
     assert Translator.__module__ == "t2t_keras.translator" and Transformer.__module__ == "t2t_keras.models.transformer"
-    assert Hypothesis._fields == ("text", "log_prob", "score") and LabelSmoothedCrossEntropy.__name__ in t2t_keras.__all__
+    assert Hypothesis._fields == ("text", "log_prob", "score", "truncated") and LabelSmoothedCrossEntropy.__name__ in t2t_keras.__all__
 
 
 def test_settings_change_per_call_and_each_graph_is_traced_once(translator):
@@ -92,6 +92,48 @@ def test_samples_of_a_line_depend_on_the_seed_and_its_number_only(translator):
     assert len(set(drawn[0::4])) > 1  # one sentence at three line numbers: three draws
 
 
+def test_bad_items_and_settings_are_one_line_naming_them_and_the_translator_decodes_after_each(translator, caplog):
+    """The Python API's inputs as a new user gives them: each mistake one line naming the item
+    (its index) or the setting (as passed, its rule, the method), no flag names; invalid Unicode
+    replaced as the decoder replaces invalid UTF-8, never failing the other sentences."""
+    expected = translator.generate(SENTENCES)
+    mistakes = [
+        (lambda: translator.generate([None]), TypeError, r"^generate: item 0 is NoneType None, not a str"),
+        (lambda: translator.translate(["A dog.", 123]), TypeError, r"^translate: item 1 is int 123, not a str"),
+        (lambda: list(translator.translate_iter(iter(["A dog.", b"x"]))), TypeError, r"^translate_iter: item 1 is bytes"),
+        (lambda: translator.score(["A dog."], [None]), TypeError, r"^score: target item 0 is NoneType"),
+        (lambda: translator.generate("A dog runs."), TypeError, r"^generate takes a list of sentences"),
+        (lambda: translator.generate(["A dog.", "One line.\nAnother."]), UsageError,
+         r"^generate: item 1 holds a line break; give one sentence per item"),
+        (lambda: translator.generate(SENTENCES, beam_size=0), UsageError, r"^generate: beam_size=0: need beam_size >= 1\.$"),
+        (lambda: translator.translate(SENTENCES, alpha=-1.0), UsageError, r"^translate: alpha=-1\.0: need alpha >= 0\.$"),
+        (lambda: translator.generate(SENTENCES, batch_size=0), UsageError,
+         r"^generate: batch_size=0: need an int batch_size >= 1\.$"),
+        (lambda: translator.generate(SENTENCES, kernel_choices="top_k=fast"), UsageError,
+         r"^generate: kernel_choices: 'top_k=fast' is not a choice; the choices are step_product=nn\|nt\|tn"),
+    ]
+    for call, error, message in mistakes:
+        with pytest.raises(error, match=message) as raised:
+            call()
+        assert "\n" not in str(raised.value) and "--" not in str(raised.value), str(raised.value)
+        assert translator.generate(SENTENCES) == expected
+    with caplog.at_level("WARNING"):
+        damaged = translator.generate(SENTENCES[:2] + ["A dog \ud800 runs.", "A cat\udcff."] + SENTENCES[2:])
+    assert damaged[:2] + damaged[4:] == expected and all(damaged[2:4])
+    assert "generate: invalid Unicode replaced by U+FFFD in items 2, 3" in caplog.text
+    assert translator.generate(["A dog runs in the snow.\n"]) == expected[:1]  # a file's line, its break dropped
+
+
+def test_a_run_dirs_translator_cuts_inputs_as_its_export_does_and_says_so(translator):
+    """A run dir's Translator bounds a request as its export does (max_input_tokens = the
+    model's max_length) and marks the hypotheses of a cut input."""
+    assert translator.settings.max_input_tokens == 64  # tests/conftest.py's max_length
+    long = " ".join(["A dog runs in the snow."] * 40)
+    short, cut = translator.translate([SENTENCES[0], long])
+    assert not short[0].truncated and cut[0].truncated and cut[0].text
+    assert len(translator.vocabularies.target.encode(cut[0].text)) <= 64 + 8  # input cap + extra_length
+
+
 def test_progress_is_a_bar_on_stderr(translator, capsys):
     translator.generate(SENTENCES, progress=True)
     assert "4/4" in capsys.readouterr().err
@@ -122,7 +164,8 @@ print(tf.config.threading.get_intra_op_parallelism_threads(), tf.config.threadin
 def test_the_process_is_set_up_as_the_decoder_sets_it_and_kept_as_quiet(trained_output_dir):
     """One thread per op, a part of each batch per core and oneDNN's kernels kept for every
     shape, as t2t-keras-decoder, and nothing of TensorFlow's start-up on stderr (no CUDA probe);
-    left alone on request; a warning line when TensorFlow ran before (its thread pools exist)."""
+    left alone on request; as quiet when TensorFlow ran before (its thread pools exist: README's
+    fit-then-translate flow), the decoding parts kept and the threads as they are."""
     unset = ("TF_CPP_MIN_LOG_LEVEL", "ONEDNN_PRIMITIVE_CACHE_CAPACITY")
     env = {name: value for name, value in os.environ.items() if name not in unset}
     results = run_side_by_side([[sys.executable, "-c", PROCESS_PROBE, trained_output_dir, how]
@@ -133,8 +176,7 @@ def test_the_process_is_set_up_as_the_decoder_sets_it_and_kept_as_quiet(trained_
     assert results[0].stderr == "" and results[1].stderr == ""
     assert results[1].stdout.split() == ["0", "0", str(parts), "unset"], results[1].stderr
     assert results[2].stdout.split() == ["0", "0", str(parts), cache], results[2].stderr
-    if parts > 1:
-        assert "Create the Translator before other TensorFlow work" in results[2].stderr
+    assert "ran before decoding" not in results[2].stderr  # TensorFlow's own start-up lines aside: the probe imported it
 
 
 def _readme_python_blocks() -> list[str]:

@@ -122,6 +122,8 @@ def main(argv) -> int:
     from t2t_keras.translator import Translator
 
     translator = Translator.from_run(run)  # the Python API's decoding: a part of each batch per core, an op a thread
+    if output is not None:  # which kernels decoded it, as this machine chose them
+        output.notes["kernel_choices"] = translator.search_module().kernels.record()
     if FLAGS.decode_interactive:
         file_decoding.interactive(translator)
         return 0

@@ -31,13 +31,13 @@ def main(argv) -> int:
             raise UsageError(f"--{name} is required (see --helpfull).")
     run = common_flags.load_trained_run()
 
-    from t2t_keras.decoding import attention_plots, batch_decoding  # TensorFlow loads here
-    from t2t_keras.decoding.search_module import SearchModule
+    from t2t_keras.decoding import attention_plots  # TensorFlow loads here
+    from t2t_keras.translator import Translator
 
-    translator = SearchModule.from_run(run)
+    translator = Translator.from_run(run)  # the decoder's engine, kernels and settings
     target = FLAGS.target
     if target is None:
-        target = batch_decoding.translate_lines(translator, [FLAGS.sentence], log_probs=False)[0][0].text
+        target = translator.generate([FLAGS.sentence])[0]
         print(f"translation: {target}")
     weights, source_tokens, target_tokens = attention_plots.attention_for_pair(
         translator.model, translator.vocabularies, FLAGS.sentence, target

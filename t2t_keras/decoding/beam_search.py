@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import tensorflow as tf
 
+from t2t_keras.decoding.kernel_choices import GRAPH_ONLY, DecodeKernels
 from t2t_keras.kernels.beam_candidates import NEG_INF, masked_by_sentence, row_candidates
 from t2t_keras.kernels.softmax import log_normalizers_at
 from t2t_keras.kernels.top_k import top_k_rows
@@ -89,7 +90,7 @@ def beam_search(
     exact: bool = False,
     n_best: int = 1,
     sentence_state=(),
-    native_kernels: bool = False,
+    kernels: DecodeKernels = GRAPH_ONLY,
     min_length: int = 0,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
@@ -131,11 +132,12 @@ def beam_search(
       sentence_state: nest of tensors with leading dimension B that step_fn reads (one row per
         sentence, e.g. the encoder output's keys and values); never changed by the search
         but to drop the rows of settled sentences.
-      native_kernels: the step's work over the vocabulary by the native kernels where they
-        were built (`row_candidates`, or the native top-k with a token filter: the same
-        tokens, log-probabilities equal to float32 rounding; a graph run in this process,
-        never an exported one). `step_fn`'s logits may then be bfloat16: they are read as
-        they are.
+      kernels: the kernels of the step's work over the vocabulary (`kernel_choices.DecodeKernels`):
+        `beam_candidates` (one native kernel where they were built, for `row_candidates`) and
+        `top_k` (with a token filter): the same tokens, log-probabilities equal to float32
+        rounding, whichever runs; native ones only in a graph run in this process, never an
+        exported one. With native beam candidates `step_fn`'s logits may be bfloat16: they are
+        read as they are.
       min_length: no hypothesis ends before it has this many tokens (EOS included): EOS is
         not a candidate before then (its probability still counts in the normaliser, as
         CTranslate2's min_decoding_length and fairseq's --min-len); a sentence whose maximum
@@ -207,7 +209,7 @@ def beam_search(
         row_k = row_k if logits.shape[-1] is None else min(row_k, logits.shape[-1])
         mask = None if isinstance(column_mask, tuple) else column_mask
         if token_filter is None:
-            row_log_probs, row_tokens, eos_log_probs = row_candidates(logits, row_k, eos_column, native_kernels, mask)
+            row_log_probs, row_tokens, eos_log_probs = row_candidates(logits, row_k, eos_column, kernels.beam_candidates == "native", mask)
             eos_log_probs = eos_log_probs[:, None]
         else:
             logits = masked_by_sentence(tf.cast(logits, tf.float32), mask)
@@ -215,7 +217,7 @@ def beam_search(
             allowed = token_filter.allowed(filter_state, room)
             if vocabulary is not None:
                 allowed = tf.gather(allowed, tf.gather(vocabulary, tf.repeat(sentence_groups, K)), batch_dims=1)
-            row_logits, row_tokens = top_k_rows(tf.where(allowed, logits, NEG_INF), row_k, native_kernels)
+            row_logits, row_tokens = top_k_rows(tf.where(allowed, logits, NEG_INF), row_k, kernels.top_k == "native")
             log_normalizers, _ = log_normalizers_at(logits, tf.argmax(logits, axis=-1, output_type=tf.int32))
             log_normalizers = log_normalizers[:, None]
             row_log_probs = row_logits - log_normalizers

@@ -21,7 +21,8 @@ class Ensemble(tf.Module):
         super().__init__(name="ensemble")
         self.models = list(models)
         self.hparams = self.models[0].hparams
-        self.softmax_projection = _EachProjection([model.softmax_projection for model in self.models])
+        # What the decode kernel choices are timed on: the first member's (the members share the vocabulary).
+        self.softmax_projection = self.models[0].softmax_projection
 
     def _mean_probabilities(self, logits: list):
         log_probs = tf.stack([tf.nn.log_softmax(tf.cast(x, tf.float32), axis=-1) for x in logits])
@@ -38,8 +39,8 @@ class Ensemble(tf.Module):
         memories, caches = zip(*(model.init_decoding(e, beam_size) for model, e in zip(self.models, encoded)))
         return memories, caches
 
-    def output_weights(self, vocabulary=None, int8: bool = False) -> tuple:
-        return tuple(model.output_weights(vocabulary, int8) for model in self.models)
+    def output_weights(self, vocabulary=None, product: str = "nn") -> tuple:
+        return tuple(model.output_weights(vocabulary, product) for model in self.models)
 
     def decode_step(self, ids, index, cache: tuple, memory: tuple, output_weights: tuple, float32_logits: bool = True,
                     group_rows=None):
@@ -47,14 +48,3 @@ class Ensemble(tf.Module):
         steps = [model.decode_step(ids, index, c, m, w, group_rows=group_rows)
                  for model, c, m, w in zip(self.models, cache, memory, output_weights)]
         return self._mean_probabilities([logits for logits, _ in steps]), tuple(c for _, c in steps)
-
-
-class _EachProjection:
-    """Forwards the one-off step-orientation choice to every model's softmax projection."""
-
-    def __init__(self, projections):
-        self.projections = projections
-
-    def choose_step_orientation(self, rows: int) -> None:
-        for projection in self.projections:
-            projection.choose_step_orientation(rows)

@@ -17,7 +17,7 @@ import tqdm
 
 from t2t_keras import files
 from t2t_keras.data.text_files import TextStats, read_lines
-from t2t_keras.decoding.batch_decoding import Hypothesis
+from t2t_keras.decoding.hypothesis import Hypothesis
 
 
 @dataclasses.dataclass

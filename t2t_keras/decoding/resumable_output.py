@@ -5,9 +5,9 @@ the decoder writes an output there in one piece when it is complete.)
 Beside `path` lies `path.decode.json`, the record of what produces it: the input (path,
 sha256, the block of lines), the checkpoints (path and the sha256 of each `.index`, which
 holds the checksums of the weights), the decode settings that change outputs, n_best and
-the columns before each output. The output itself is the progress: it only ever grows by complete lines
-(one write per batch of finished inputs), so after a kill everything up to its last
-newline is kept. A rerun with the same record cuts a partial line, if any, to the last
+the columns before each output; and, unchecked, the kernels the last run decoded with. The
+output itself is the progress: it only ever grows by complete lines (one write per batch of
+finished inputs), so after a kill everything up to its last newline is kept. A rerun with the same record cuts a partial line, if any, to the last
 complete input and appends after it; a rerun whose input, checkpoint or settings changed
 is refused in one line. When decoding ends the record says "complete": a later rerun has
 nothing to do.
@@ -24,8 +24,9 @@ from t2t_keras.errors import UsageError
 
 RECORD_SUFFIX = ".decode.json"
 FORMAT_VERSION = 2  # 2: the columns before each output are named (--with_scores printed log P in 1)
-# Decode settings that only change speed, not outputs: a resume may change them.
-SPEED_SETTINGS = ("sentences_per_batch", "batch_tokens", "parallel_parts")
+# Decode settings that only change speed, not outputs: a resume may change them (the kernels a
+# search ran are in the record's "kernel_choices", as each run chose them, unchecked).
+SPEED_SETTINGS = ("sentences_per_batch", "batch_tokens", "parallel_parts", "kernel_choices")
 
 
 def output_record(input_path: str, lines: tuple[int, int], checkpoints: list[str], decode_hparams,
@@ -51,6 +52,7 @@ class ResumableOutput:
         self.path = path
         self.record_path = path + RECORD_SUFFIX
         self.record = record
+        self.notes = {}  # written beside the record, never checked on a resume (the kernel choices of this run)
         self.lines_per_input = lines_per_input
         self.handle = None
 
@@ -67,7 +69,7 @@ class ResumableOutput:
         previous, done, complete = self._state(start_over)
         if complete:
             return done, True
-        files.write_atomically(self.record_path, json.dumps({**self.record, "complete": False}, indent=2) + "\n")
+        files.write_atomically(self.record_path, json.dumps({**self.record, **self.notes, "complete": False}, indent=2) + "\n")
         mode = "r+b" if previous is not None and files.exists(self.path) else "wb"
         self.handle = files.open_file(self.path, mode, buffering=0)  # unbuffered: a refused write leaves nothing queued
         self.handle.truncate(self._offset_of(done) if mode == "r+b" else 0)
@@ -99,7 +101,7 @@ class ResumableOutput:
         self.handle.close()
         self.handle = None
         if complete:
-            files.write_atomically(self.record_path, json.dumps({**self.record, "complete": True}, indent=2) + "\n")
+            files.write_atomically(self.record_path, json.dumps({**self.record, **self.notes, "complete": True}, indent=2) + "\n")
 
     def _state(self, start_over: bool) -> tuple[dict | None, int, bool]:
         """(the previous record, or None for a new output; inputs done; whether complete). A file

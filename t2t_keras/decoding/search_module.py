@@ -1,8 +1,10 @@
-"""SearchModule: the graphs of translation over one model at fixed decode settings: source ids
-or text -> beam search over the cached model -> target ids or text, and log P of given pairs.
+"""SearchModule: the graphs of translation over one model at fixed decode settings and kernels:
+source ids or text -> beam search over the cached model -> target ids or text, and log P of
+given pairs.
 
 One module serves the decoder CLI, the Python API (`t2t_keras.Translator`, which keeps one per
-settings it was asked for), the trainer's dev score and the exported SavedModel:
+settings it was asked for), the trainer's dev score and the exported SavedModel; every one is
+built by `decoding/engine.py`, which chooses its kernels (`kernel_choices`):
 `translate_ids`, `best_ids`, `sample_ids`, `translate_text`, `score_ids` and `score_text` are
 tf.functions of TensorFlow and tensorflow_text ops only, so the exporter puts them into the
 graph as they are. They are traced without AutoGraph: the search's loops are tf.while_loops
@@ -16,13 +18,11 @@ from __future__ import annotations
 import functools
 
 import tensorflow as tf
-from absl import logging
 
-from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding import graph_search
 from t2t_keras.decoding.beam_search import search_in_parts
-from t2t_keras.errors import UsageError
+from t2t_keras.decoding.kernel_choices import DecodeKernels
 from t2t_keras.hparams_lib import DecodeHParams
-from t2t_keras.kernels import native
 from t2t_keras.system import decoding_parts
 from t2t_keras.token_ids import PAD_ID
 
@@ -35,51 +35,37 @@ class SearchModule(tf.Module):
     resource the text signature uses (a NotFoundError on the next translate_text).
 
     Args:
-      model: a built `Transformer`.
-      vocabularies: the problem's `Vocabularies` (source and target; for the text signatures).
+      model: a built `Transformer` (or an `Ensemble`).
+      vocabularies: the problem's `Vocabularies` (source and target; for the text signatures and
+        `line_decoding`); None: ids only (a benchmark's model of random weights).
       decode_hparams: beam size, alpha, extra length, whether to constrain.
+      kernels: the search's kernel choices (`kernel_choices.DecodeKernels`); native ones only
+        for a module that decodes in this process: an exported module's graphs must hold
+        TensorFlow's ops only (`export_saved_model` refuses others).
       token_filter: the problem's `beam_search.TokenFilter` (`Problem.token_filter`), applied
         when decode_hparams.constrained.
-      native_kernels: search with the native kernels where they were built (kernels/native/:
-        the same outputs, faster), for a module that decodes in this process; an exported
-        module's graphs must hold TensorFlow's ops only (t2t-keras-exporter's are False).
+      problem: for its output form (postprocess_output); None: the raw text.
+      shortlist: a `shortlist.Shortlist`: each sentence searched over its shortlisted tokens.
     """
 
-    def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, token_filter=None, problem=None,
-                 shortlist=None, native_kernels: bool = False):
-        super().__init__(name="translator")
-        self.shortlist = shortlist  # a `shortlist.Shortlist`: each sentence searched over its shortlisted tokens
-        self.native_kernels = native_kernels
-        self.reverse = None  # a SearchModule of the other direction that reranks the hypotheses (`from_run`)
+    def __init__(self, model, vocabularies, decode_hparams: DecodeHParams, kernels: DecodeKernels, token_filter=None,
+                 problem=None, shortlist=None):
+        super().__init__(name="search")
+        self.shortlist = shortlist
+        self.kernels = kernels
+        self.reverse = None  # a SearchModule of the other direction whose score_ids reranks the hypotheses
         self.model = model
-        self.problem = problem  # for its output form (postprocess_output); None: the raw text
+        self.problem = problem
         self.vocabularies = vocabularies
         self.decode_hparams = decode_hparams.validated()
         self.token_filter = token_filter if self.decode_hparams.constrained else None
-        self.int8_logits = self.decode_hparams.int8_logits and _int8_kernel_here(native_kernels)
-        self.source_tokenizer = vocabularies.source.tf_tokenizer()
-        self.target_tokenizer = (
-            self.source_tokenizer if vocabularies.shared else vocabularies.target.tf_tokenizer()
-        )
+        self.source_tokenizer = self.target_tokenizer = None
+        if vocabularies is not None:
+            self.source_tokenizer = vocabularies.source.tf_tokenizer()
+            self.target_tokenizer = self.source_tokenizer if vocabularies.shared else vocabularies.target.tf_tokenizer()
         self.max_position = model.hparams.max_position if model.hparams.positional_encoding == "learned" else None
         self.parallel_parts = decoding_parts(self.decode_hparams.parallel_parts)
-        # The decode step's logits in whichever orientation this CPU runs faster for a part's hypotheses.
-        part_sentences = -(-self.decode_hparams.sentences_per_batch // self.parallel_parts)
-        model.softmax_projection.choose_step_orientation(part_sentences * self.decode_hparams.beam_size)
-
-    @classmethod
-    def from_run(cls, run, model=None, reverse: "SearchModule | None" = None) -> "SearchModule":
-        """The SearchModule of a `TrainedRun`: its checkpoints restored (an `Ensemble` of them with
-        --ensemble members; or `model`, restored already in the run's precision), its decode
-        settings, problem, vocabularies and shortlist, and as `reverse` the reverse model's
-        module (`reverse`, or one built from the run's; None without one). The restored
-        checkpoints' paths are `checkpoint_paths` (`checkpoint_path`: the run's)."""
-        module = cls(model or run.restore_model(), run.vocabularies, run.decode_hparams, run.token_filter(), run.problem,
-                     run.shortlist)
-        module.reverse = reverse or (cls.from_run(run.reverse_run) if run.reverse_run else None)
-        module.checkpoint_paths = run.checkpoints
-        module.checkpoint_path = module.checkpoint_paths[0]
-        return module
+        self.checkpoint_paths = []  # the checkpoints whose weights the model holds, the run's first (an export's metadata)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")], autograph=False)
     def translate_ids(self, input_ids):
@@ -116,23 +102,22 @@ class SearchModule(tf.Module):
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 
     def _capped(self, input_ids):
-        return batch_decoding.cap_inputs(input_ids, self.decode_hparams.max_input_tokens)
+        return graph_search.cap_inputs(input_ids, self.decode_hparams.max_input_tokens)
 
     def _max_lengths(self, input_ids):
-        return batch_decoding.max_lengths(input_ids, self.decode_hparams.extra_length, self.max_position)
+        return graph_search.max_lengths(input_ids, self.decode_hparams.extra_length, self.max_position)
 
     def _search(self, input_ids, n_best: int):
         hp = self.decode_hparams
-        return batch_decoding.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
+        return graph_search.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
                                            self.token_filter, shortlist=self.shortlist, exact=hp.exact_search,
-                                           n_best=n_best, native_kernels=self.native_kernels, int8_logits=self.int8_logits,
-                                           min_length=hp.min_length)
+                                           n_best=n_best, kernels=self.kernels, min_length=hp.min_length)
 
     def _sample(self, input_ids, seeds):
         hp = self.decode_hparams
-        return batch_decoding.sample_batch(self.model, input_ids, seeds, hp.beam_size, self._max_lengths(input_ids),
+        return graph_search.sample_batch(self.model, input_ids, seeds, hp.beam_size, self._max_lengths(input_ids),
                                            hp.sampling_top_k, hp.sampling_temperature, hp.alpha, self.token_filter,
-                                           min_length=hp.min_length)
+                                           min_length=hp.min_length, kernels=self.kernels)
 
     def _seeds_of(self, input_ids):
         """A seed per sentence from the decode seed and its ids (the same sentence, the same samples)."""
@@ -150,7 +135,7 @@ class SearchModule(tf.Module):
         A blank sentence gives an empty translation, score and log_prob 0, as in the decoder CLI.
         """
         input_ids = self._tokenize(self.source_tokenizer, inputs)
-        truncated = batch_decoding.is_over(input_ids, self.decode_hparams.max_input_tokens)
+        truncated = graph_search.is_over(input_ids, self.decode_hparams.max_input_tokens)
         result = self.best_ids(input_ids)
         best_ids = result["ids"][:, 0]
         log_probs = self.score_ids(self._capped(input_ids), best_ids)["log_probs"]  # one teacher-forced pass
@@ -203,16 +188,3 @@ class SearchModule(tf.Module):
         # placer could otherwise run the tokenizer where it does not exist.
         with tf.device("/device:CPU:0"):
             return tokenizer.tokenize(sentences).to_tensor(default_value=PAD_ID)
-
-
-def _int8_kernel_here(native_kernels: bool) -> bool:
-    """Whether int8_logits can run: a module that decodes in this process with the native kernels
-    built (else one line says why the float product is used); an exported module refuses it."""
-    if not native_kernels:
-        raise UsageError("--decode_hparams: int8_logits is a native kernel of decoding in this process, not of a "
-                         "SavedModel: export without it (a CTranslate2 export quantises with --quantization=int8).")
-    if native.library() is None:
-        logging.warning("int8_logits: the native kernels are not built here (%s); the output product stays float.",
-                        native.unavailable_reason())
-        return False
-    return True

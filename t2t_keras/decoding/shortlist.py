@@ -9,7 +9,7 @@ tokens. Association is the Dice coefficient of co-occurrence in training pairs,
 "dog" lists "Hund" before the "." that follows every sentence (the frequent list has those).
 
     shortlist = Shortlist.from_pairs(pairs, vocab_size, vocab_size)   # (source ids, target ids) pairs
-    batch_decoding.search_batch(model, input_ids, ..., shortlist=shortlist)
+    graph_search.search_batch(model, input_ids, ..., shortlist=shortlist)
 
 The batch's sentences are searched in groups (`vocabularies`): each group's hypotheses are
 multiplied by the output rows of the union of its sentences' lists only (a smaller union than

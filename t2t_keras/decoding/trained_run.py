@@ -1,7 +1,7 @@
 """A trained run as the commands that decode it see it: resolved once, where the command line is read.
 
     run = TrainedRun.resolve("out/demo/train_avg", "beam_size=5", ensemble=["out/b"])
-    Translator.from_run(run)                  # the decoder and the Python API (SearchModule.from_run: visualize)
+    Translator.from_run(run)                  # the decoder, the Python API and visualize
     exporter.export_run(run.for_export(), "export/")   # SavedModel or CTranslate2
 
 One object carries what every decoding path needs of a run, each piece decided here and
@@ -41,17 +41,19 @@ class TrainedRun:
       reverse: a run dir or checkpoint of a model trained in the other direction (target -> source),
         which reranks each sentence's hypotheses (DecodeHParams.reverse_weight).
       for_export: the precision is the serving machine's (bf16 is kept where this one has no units).
+      source: what a bad setting's one line names (a flag, or the Python method it was given to).
     """
 
     def __init__(self, run_dir: RunDir, decode_hparams: DecodeHParams | str | dict | None = None,
-                 checkpoint_path: str | None = None, ensemble=(), for_export: bool = False, reverse: str | None = None):
+                 checkpoint_path: str | None = None, ensemble=(), for_export: bool = False, reverse: str | None = None,
+                 source: str = "--decode_hparams"):
         run_dir.hparams()  # a one-line error for a directory the trainer did not write
         self.run_dir = run_dir
         self.problem = run_dir.problem()
         run_defaults = run_dir.run_info().get("decode_defaults")  # the alpha the trainer chose on the dev set
         if isinstance(decode_hparams, dict):
             decode_hparams = replace_fields(self.problem.decode_settings(run_defaults=run_defaults), decode_hparams,
-                                            "decode settings")
+                                            source)
         elif not isinstance(decode_hparams, DecodeHParams):
             decode_hparams = self.problem.decode_settings(decode_hparams or "", run_defaults=run_defaults)
         self.requested_hparams = decode_hparams  # before the precision decision: what an export of this run keeps
@@ -68,8 +70,8 @@ class TrainedRun:
     @classmethod
     def resolve(cls, output_dir: str, decode_hparams: DecodeHParams | str | dict | None = None,
                 checkpoint_path: str | None = None, ensemble=(), for_export: bool = False,
-                reverse: str | None = None) -> "TrainedRun":
-        return cls(RunDir(output_dir), decode_hparams, checkpoint_path, ensemble, for_export, reverse)
+                reverse: str | None = None, source: str = "--decode_hparams") -> "TrainedRun":
+        return cls(RunDir(output_dir), decode_hparams, checkpoint_path, ensemble, for_export, reverse, source)
 
     def with_settings(self, **changes) -> "TrainedRun":
         """The same run (what it has resolved is kept) with some decode settings changed."""

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from t2t_keras.kernels import native
 from t2t_keras.kernels.softmax import log_normalizers_at
+from t2t_keras.kernels.timing import best_milliseconds
 from t2t_keras.kernels.top_k import top_k_rows
 
 NEG_INF = -1.0e9  # finite, so that sums and differences of masked scores never give NaN
@@ -41,3 +42,28 @@ def masked_by_sentence(logits, column_mask):
         return logits
     by_sentence = tf.reshape(logits, [tf.shape(column_mask)[0], -1, tf.shape(logits)[1]])
     return tf.reshape(tf.where(column_mask[:, None, :], by_sentence, NEG_INF), tf.shape(logits))
+
+
+def implementation_timings(rows: int, columns: int, k: int = 9, dtype=tf.float32, rounds: int = 3) -> dict:
+    """{implementation: ms} of 8 `row_candidates` calls one after another over [rows, columns]
+    logits in `dtype` (the graph one reads them cast to float32, as the step gives them to it),
+    on this machine (`timing.best_milliseconds`); "native" only where it loaded. What the
+    decode kernel choice `beam_candidates` picks from (decoding/kernel_choices.py)."""
+    logits = tf.random.stateless_normal([4, rows, columns], seed=(5, 6), dtype=dtype)
+
+    def chained(native_kernel: bool):
+        @tf.function(autograph=False)
+        def run():
+            outputs = []
+            for i in range(8):
+                with tf.control_dependencies(outputs[-1:]):
+                    row = logits[i % 4] if native_kernel else tf.cast(logits[i % 4], tf.float32)
+                    outputs.append(row_candidates(row, k, 1, native_kernel)[0])
+            return outputs[-1]
+
+        return lambda: run().numpy()
+
+    runs = {"graph": chained(False)}
+    if native.library() is not None:
+        runs["native"] = chained(True)
+    return best_milliseconds(runs, rounds)

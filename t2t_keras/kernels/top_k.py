@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from t2t_keras.kernels import native
+from t2t_keras.kernels.timing import best_milliseconds
 
 TOP_K_BLOCK = 32  # the fastest of 32, 64, 128, 256 at k = 8 for 1000 to 32000 columns on the AVX2 EPYC (8000: 0.43 ms vs 0.70 at 128)
 _MIN_BLOCKS = 2  # a row of fewer than 2 k blocks goes through tf.math.top_k whole
@@ -53,3 +54,26 @@ def _by_blocks(values, k: int, size):
     top_values, positions = tf.math.top_k(candidates, k=k)
     indices = tf.gather(chosen, positions // block, batch_dims=1) * block + positions % block
     return top_values, indices
+
+
+def implementation_timings(rows: int, columns: int, k: int = 9, rounds: int = 3) -> dict:
+    """{implementation: ms} of 8 `top_k_rows` calls one after another over [rows, columns]
+    float32 values on this machine (`timing.best_milliseconds`); "native" only where it
+    loaded. What the decode kernel choice `top_k` picks from (decoding/kernel_choices.py)."""
+    values = tf.random.stateless_normal([4, rows, columns], seed=(7, 8))
+
+    def chained(native_kernel: bool):
+        @tf.function(autograph=False)
+        def run():
+            outputs = []
+            for i in range(8):
+                with tf.control_dependencies(outputs[-1:]):
+                    outputs.append(top_k_rows(tf.identity(values[i % 4]), k, native_kernel)[0])
+            return outputs[-1]
+
+        return lambda: run().numpy()
+
+    runs = {"graph": chained(False)}
+    if native.library() is not None:
+        runs["native"] = chained(True)
+    return best_milliseconds(runs, rounds)

@@ -6,9 +6,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from t2t_keras.kernels.int8_logits import QuantizedOutputWeights, int8_logits, quantized_output_weights
+from t2t_keras.kernels.int8_logits import int8_logits, quantized_output_weights
 from t2t_keras.kernels.matmul import transposed_copy
 from t2t_keras.kernels.output_loss import logits_with_copied_table_gradient, projected_cross_entropy, projected_rdrop_loss
+from t2t_keras.kernels.timing import best_milliseconds
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -31,7 +32,6 @@ class SharedEmbedding(keras.layers.Layer):
             raise ValueError(f"SharedEmbedding: vocab_size and hidden_size must be positive, got {vocab_size}, {hidden_size}.")
         self.vocab_size = int(vocab_size)
         self.hidden_size = int(hidden_size)
-        self.step_orientation = "nn"  # see choose_step_orientation
         self.loss_layout = "rows"  # of token_losses; chosen per machine by training.kernel_choices
         self.loss_products = "variable"  # token_losses' products in the variables' dtype, or "compute" (ditto)
 
@@ -80,43 +80,43 @@ class SharedEmbedding(keras.layers.Layer):
             losses = projected_cross_entropy(flat, table, flat_targets, label_smoothing, self.loss_layout)
         return tf.reshape(losses, tf.shape(targets))
 
-    def output_weights(self, vocabulary=None, int8: bool = False):
+    def output_weights(self, vocabulary=None, product: str = "nn") -> "StepWeights":
         """The output projection as `step_logits` multiplies by it, prepared once per search:
-        the table's rows of `vocabulary` (token ids [V'], a shortlist's; None: all), in the
-        layout of the step orientation (see `choose_step_orientation`); with `vocabulary`
-        [G, V'] (a shortlist's groups, G known when the graph is built), a tuple of G, one per
-        row. With `int8`, quantised for the native int8 product (`kernels/int8_logits.py`)."""
-        if int8:
-            return quantized_output_weights(self._table(), vocabulary if vocabulary is None or vocabulary.shape.rank == 2
-                                            else vocabulary[None])
-        prepare = _ORIENTATIONS[self.step_orientation].prepare
+        the table's rows of `vocabulary` (token ids [V'], a shortlist's; None: all) for
+        `product`, the float product's orientation ("nn", "nt", "tn": `STEP_PRODUCTS`, which the
+        decode kernel choice times on the machine) or "int8" (quantised for the native int8
+        product, `kernels/int8_logits.py`); with `vocabulary` [G, V'] (a shortlist's groups, G
+        known when the graph is built), one per group."""
+        if product == "int8":
+            return StepWeights(product, quantized_output_weights(
+                self._table(), vocabulary if vocabulary is None or vocabulary.shape.rank == 2 else vocabulary[None]))
+        prepare = STEP_PRODUCTS[product].prepare
         if vocabulary is not None and vocabulary.shape.rank == 2:
-            return tuple(prepare(tf.gather(self._table(), row)) for row in tf.unstack(vocabulary))
-        return prepare(self._table() if vocabulary is None else tf.gather(self._table(), vocabulary))
+            return StepWeights(product, tuple(prepare(tf.gather(self._table(), row)) for row in tf.unstack(vocabulary)))
+        return StepWeights(product, prepare(self._table() if vocabulary is None else tf.gather(self._table(), vocabulary)))
 
-    def step_logits(self, inputs, weights, float32: bool = True, group_rows=None):
+    def step_logits(self, inputs, weights: "StepWeights", float32: bool = True, group_rows=None):
         """`logits` of one decoding step's few rows: [N, d_model] -> [N, V'], with `weights`
         from `output_weights` (V' its tokens): float32, or in the weights' dtype (int8
         weights: the inputs'). Grouped weights (a tuple, or int8 ones of several groups) need
         `group_rows` [G]: how many of the rows, in order, each group has; each group's rows
         are multiplied by its own weights."""
-        product = _ORIENTATIONS[self.step_orientation].product
-        if isinstance(weights, QuantizedOutputWeights):
-            logits = int8_logits(inputs, weights, group_rows)
-        elif isinstance(weights, tuple):
-            rows = tf.split(tf.cast(inputs, weights[0].dtype), group_rows, num=len(weights))
-            logits = tf.concat([product(x, w) for x, w in zip(rows, weights)], axis=0)
+        product, prepared = weights
+        if product == "int8":
+            logits = int8_logits(inputs, prepared, group_rows)
+        elif isinstance(prepared, tuple):
+            rows = tf.split(tf.cast(inputs, prepared[0].dtype), group_rows, num=len(prepared))
+            logits = tf.concat([STEP_PRODUCTS[product].product(x, w) for x, w in zip(rows, prepared)], axis=0)
         else:
-            logits = product(tf.cast(inputs, weights.dtype), weights)
+            logits = STEP_PRODUCTS[product].product(tf.cast(inputs, prepared.dtype), prepared)
         return tf.cast(logits, tf.float32) if float32 else logits
 
-    def choose_step_orientation(self, rows: int) -> str:
-        """Times each orientation of `step_logits` for `rows` rows on this machine (eagerly,
-        about a second) and keeps the fastest; returns its name. A graph traced afterwards (a
-        SavedModel too) keeps the choice. Which one wins for a few hundred rows depends on the
-        CPU: docs/results/training_speed.md, "Hand-written kernels"; docs/log/2026-11-22_to_2026-12-03.md, "Decoding the demo model"."""
-        self.step_orientation = _fastest_orientation(self._table(), int(rows))
-        return self.step_orientation
+    def step_product_timings(self, rows: int) -> dict:
+        """{orientation: ms} of `step_logits` for `rows` rows on this machine, in the table's
+        dtype (eagerly, about a second): what the decode kernel choice `step_product` picks from
+        (decoding/kernel_choices.py). Which one wins for a few hundred rows depends on the CPU:
+        docs/results/training_speed.md, "Hand-written kernels"; docs/log/2026-11-22_to_2026-12-03.md, "Decoding the demo model"."""
+        return _step_product_timings(self._table(), int(rows))
 
     def _table(self):
         """The table as the output products read it: in the variable's dtype (see `logits`),
@@ -132,12 +132,19 @@ class SharedEmbedding(keras.layers.Layer):
         return config
 
 
+class StepWeights(NamedTuple):
+    """The output projection prepared for a search's steps (`SharedEmbedding.output_weights`)."""
+
+    product: str  # "int8", or the float product's orientation (a key of STEP_PRODUCTS)
+    weights: object  # the prepared table (a tuple of them, one per shortlist group), or QuantizedOutputWeights
+
+
 class _Orientation(NamedTuple):
     prepare: Callable  # the table [V, d] -> the weights the product reads, once per search
     product: Callable  # (x [N, d], weights) -> logits [N, V]
 
 
-_ORIENTATIONS = {
+STEP_PRODUCTS = {
     # x @ W^T with W^T copied row-major once per search: the layout oneDNN's GEMM reads best on
     # the AVX2 EPYC (2x either other one at 64 rows).
     "nn": _Orientation(transposed_copy, lambda x, weights: tf.matmul(x, weights)),
@@ -148,12 +155,12 @@ _ORIENTATIONS = {
 }
 
 
-def _fastest_orientation(table, rows: int, repeats: int = 8, rounds: int = 3) -> str:
-    """The orientation of the step product fastest for [rows, d] inputs: the best of `rounds`
-    runs of `repeats` chained products each (chained, so that no two are the same product),
-    each followed by a softmax over the vocabulary as in decoding (so that a transposed product
-    is materialised in [N, V] layout, not folded away into its consumer)."""
-    import time
+def _step_product_timings(table, rows: int, repeats: int = 8, rounds: int = 3) -> dict:
+    """{orientation: ms} of the step product for [rows, d] inputs: the best of `rounds` runs of
+    `repeats` chained products each (chained, so that no two are the same product), each
+    followed by a softmax over the vocabulary as in decoding (so that a transposed product is
+    materialised in [N, V] layout, not folded away into its consumer), in turns
+    (`timing.best_milliseconds`)."""
 
     def chained(orientation):
         @tf.function(autograph=False)
@@ -167,14 +174,5 @@ def _fastest_orientation(table, rows: int, repeats: int = 8, rounds: int = 3) ->
         return run
 
     x = tf.random.stateless_normal([rows, table.shape[1]], seed=(0, 0), dtype=table.dtype)
-    best = {}
-    for name, orientation in _ORIENTATIONS.items():
-        run = chained(orientation)
-        run(x).numpy()  # trace and warm up
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            run(x).numpy()
-            times.append(time.perf_counter() - start)
-        best[name] = min(times)
-    return min(best, key=best.get)
+    runs = {name: (lambda run: lambda: run(x).numpy())(chained(orientation)) for name, orientation in STEP_PRODUCTS.items()}
+    return best_milliseconds(runs, rounds)

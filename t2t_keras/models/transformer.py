@@ -314,11 +314,12 @@ class Transformer(keras.Model):
         keys, values = zip(*(block.self_attention.init_cache(batch_size) for block in self.decoder_blocks))
         return memory, DecoderCache(keys=tuple(keys), values=tuple(values), copied=ops.zeros((batch_size,), "int32"))
 
-    def output_weights(self, vocabulary=None, int8: bool = False):
+    def output_weights(self, vocabulary=None, product: str = "nn"):
         """The output projection of `vocabulary` (token ids [V'], a shortlist; [G, V'], a
         shortlist's groups; None: all tokens) as `decode_step` multiplies by it, prepared once
-        per search; with `int8`, for the native int8 product (`kernels/int8_logits.py`)."""
-        return self.softmax_projection.output_weights(vocabulary, int8)
+        per search for `product` (the float product's orientation, or "int8" for the native int8
+        product: `SharedEmbedding.output_weights`)."""
+        return self.softmax_projection.output_weights(vocabulary, product)
 
     def decode_step(self, ids, index, cache: DecoderCache, memory: DecoderMemory, output_weights,
                     float32_logits: bool = True, group_rows=None):

@@ -52,8 +52,13 @@ WARMUP_BATCHES = (
 )
 
 
-def export_saved_model(translator, export_dir: str, version: int) -> str:
-    """Writes `translator`'s signatures as `export_dir/<version>`; returns that path."""
+def export_saved_model(module, export_dir: str, version: int) -> str:
+    """Writes a `SearchModule`'s signatures as `export_dir/<version>`; returns that path. The
+    module must hold TensorFlow's ops only (`engine.export_search_module` builds one): a module
+    with native kernels is refused in one line before anything is written."""
+    if module.kernels.native_choices:
+        raise UsageError(f"export_saved_model: this SearchModule runs native kernels ({', '.join(module.kernels.native_choices)}), "
+                         "which a SavedModel cannot hold; export the module of decoding.engine.export_search_module.")
     final_path = new_version_path(export_dir, version)
     files.makedirs(export_dir)
     # Written as .incomplete.<version>: TF Serving ignores a directory whose name is not a number.
@@ -62,15 +67,15 @@ def export_saved_model(translator, export_dir: str, version: int) -> str:
         write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
         # Concrete functions, which saving does not trace again; serving_default is TF Serving's default.
         signatures = {
-            "serving_default": translator.translate_text.get_concrete_function(),
-            "translate_ids": translator.translate_ids.get_concrete_function(),
-            "score": translator.score_text.get_concrete_function(),
+            "serving_default": module.translate_text.get_concrete_function(),
+            "translate_ids": module.translate_ids.get_concrete_function(),
+            "score": module.score_text.get_concrete_function(),
         }
         # Only what the signatures use is saved: the variables they read and the SentencePiece
         # resources (not the SearchModule, whose every tf.function would be traced again, the
         # sampling one too). `variables`, as in the exports of keras.export.ExportArchive.
         variables = {id(v): v for function in signatures.values() for v in function.variables}
-        tokenizers = {id(t): t for t in (translator.source_tokenizer, translator.target_tokenizer)}
+        tokenizers = {id(t): t for t in (module.source_tokenizer, module.target_tokenizer)}
         served = tf.train.Checkpoint(variables=list(variables.values()), tokenizers=list(tokenizers.values()))
         # Served graphs are never differentiated: tracing the kernels' hand-written gradients
         # into the SavedModel would double the export's time for nothing.
@@ -79,22 +84,23 @@ def export_saved_model(translator, export_dir: str, version: int) -> str:
         # The graph holds the SentencePiece models themselves; these copies are for clients
         # that tokenise on their side and call translate_ids.
         files.makedirs(os.path.join(temporary, "assets"))
-        vocabularies = translator.vocabularies
+        vocabularies = module.vocabularies
         for name, vocabulary in zip(VOCAB_ASSETS, (vocabularies.source, None if vocabularies.shared else vocabularies.target)):
             if vocabulary is not None:
                 files.write_bytes_directly(os.path.join(temporary, "assets", name), vocabulary.model_proto)
-        files.write_bytes_directly(os.path.join(temporary, METADATA_FILE), (json.dumps(export_metadata(translator, version), indent=2) + "\n").encode())
+        files.write_bytes_directly(os.path.join(temporary, METADATA_FILE), (json.dumps(export_metadata(module, version), indent=2) + "\n").encode())
     return final_path
 
 
-def export_metadata(translator, version: int) -> dict:
+def export_metadata(module, version: int) -> dict:
     """What a client needs to know about an export: where it comes from and how it searches."""
     return {
         "version": version,
-        "problem": translator.problem.name if translator.problem is not None else None,
-        "checkpoint": getattr(translator, "checkpoint_path", None),
-        "checkpoints": getattr(translator, "checkpoint_paths", None),  # every member of an ensemble, the first's first
-        "decode_hparams": dataclasses.asdict(translator.decode_hparams),
+        "problem": module.problem.name if module.problem is not None else None,
+        "checkpoint": module.checkpoint_paths[0] if module.checkpoint_paths else None,
+        "checkpoints": list(module.checkpoint_paths),  # every member of an ensemble, the first's first
+        "decode_hparams": dataclasses.asdict(module.decode_hparams),
+        "kernel_choices": module.kernels.record(),  # the step product's orientation as timed on the exporting machine
         "signatures": {
             "serving_default": "inputs [B] string -> outputs [B] string, scores [B] float32, log_probs [B] float32, "
                                "truncated [B] bool",
@@ -138,7 +144,7 @@ def export_run(run, export_dir: str, version: int | None = None) -> str:
     `export_dir/<version>` (default: the checkpoint's step); returns the version's path. Inputs
     are cut to decode_hparams.max_input_tokens, by default the model's max_length. The precision
     is the serving machine's (`TrainedRun.for_export`)."""
-    from t2t_keras.decoding.search_module import SearchModule
+    from t2t_keras.decoding.engine import export_search_module
 
     run = run.for_export()
     checkpoint = run.checkpoints[0]
@@ -147,4 +153,4 @@ def export_run(run, export_dir: str, version: int | None = None) -> str:
     new_version_path(export_dir, version)  # fail before the slow part
     if not run.decode_hparams.max_input_tokens:  # a served request costs at most what the model was trained on
         run = run.with_settings(max_input_tokens=run.run_dir.hparams().max_length)
-    return export_saved_model(SearchModule.from_run(run), export_dir, version)
+    return export_saved_model(export_search_module(run), export_dir, version)

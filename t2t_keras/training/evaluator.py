@@ -20,12 +20,9 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding.batch_decoding import postprocess, translate_lines
-from t2t_keras.decoding.search_module import SearchModule
-from t2t_keras.models import factory
-from t2t_keras.system import decode_precision
-from t2t_keras.token_ids import PAD_ID
 from t2t_keras.kernels.cross_entropy import smoothed_cross_entropy
+from t2t_keras.token_ids import PAD_ID
+from t2t_keras.translator import Translator
 
 SUM = tf.distribute.ReduceOp.SUM
 SUMS = ("loss", "nll", "shuffled_source_nll", "correct", "tokens")
@@ -47,12 +44,11 @@ class Evaluator:
         # to tell checkpoints apart is worth a warning, once.
         self.check_dev_size = selects_by_score and problem.score_name == "bleu"
         if score_sentences:
-            decode_hparams = decode_hparams or problem.decode_settings()
-            decode_hparams = decode_precision(decode_hparams)
-            # precision=bf16: a bfloat16 copy decodes, given the trained weights at each evaluation.
-            self.decode_model = factory.in_precision(model, decode_hparams.precision)
-            self.translator = SearchModule(self.decode_model, vocabularies, decode_hparams, problem.token_filter(vocabularies),
-                                         problem, shortlist, native_kernels=True)
+            # The decoder's engine, with the training process's threads as they are. precision=bf16:
+            # a bfloat16 copy decodes, given the trained weights at each evaluation.
+            settings = dataclasses.asdict(decode_hparams or problem.decode_settings())
+            self.translator = Translator.from_model(model, vocabularies, problem, shortlist_table=shortlist, tune_process=False,
+                                                    **settings)
             self.sources, self.references = problem.dev_examples(data_dir, score_sentences)
         self._run = tf.function(self._run_fn)
 
@@ -104,7 +100,7 @@ class Evaluator:
 
     def score(self):
         """The problem's `Score` of the beam-search outputs of the first dev sentences."""
-        outputs = self._decode(self.translator)
+        outputs = self._decode()
         if self.check_dev_size:
             self.check_dev_size = False
             _warn_if_dev_too_small(outputs, self.references, getattr(self.problem, "target_language", ""))
@@ -114,19 +110,14 @@ class Evaluator:
         """{alpha: the problem's score} of the first dev sentences decoded with each length-penalty
         alpha, the other settings the evaluations': how much longer outputs the model's own
         length preference wants, which depends on the model and its data (trainer's alpha choice)."""
-        translator = self.translator
-        return {alpha: self.problem.score_outputs(self._decode(SearchModule(
-            self.decode_model, translator.vocabularies, dataclasses.replace(translator.decode_hparams, alpha=alpha),
-            translator.token_filter, self.problem, translator.shortlist, native_kernels=translator.native_kernels)),
-            self.references).value
-            for alpha in alphas}
+        return {alpha: self.problem.score_outputs(self._decode(alpha=alpha), self.references).value for alpha in alphas}
 
-    def _decode(self, translator) -> list[str]:
+    def _decode(self, **settings) -> list[str]:
         """The best outputs of the first dev sentences, in the problem's output form."""
-        if self.decode_model is not self.model:
-            self.decode_model.set_weights(self.model.get_weights())
-        hypotheses = translate_lines(translator, self.sources, log_probs=False)
-        return [best.text for best, *_ in postprocess(self.problem, self.sources, hypotheses)[0]]
+        decode_model = self.translator.model
+        if decode_model is not self.model:
+            decode_model.set_weights(self.model.get_weights())
+        return self.translator.generate(self.sources, **settings)
 
 
 # What checkpoint selection decides between here is 1-2 BLEU (a fine-tuning run's gain:

@@ -1,4 +1,5 @@
-"""Kernel alternatives chosen at trainer start by timing them on the machine that trains.
+"""Kernel alternatives chosen at trainer start by timing them on the machine that trains (the
+mechanism decoding's choices share: kernels/choices.py).
 
 A kernel that wins on one CPU can lose on another (docs/results/training_speed.md, "Kernel choices"): which
 orientation of a large matrix product oneDNN runs fastest differs between AVX2 and AVX-512
@@ -25,8 +26,7 @@ from __future__ import annotations
 
 from absl import logging
 
-from t2t_keras.errors import UsageError
-from t2t_keras.kernels import bias_relu, layer_norm, native, output_loss
+from t2t_keras.kernels import bias_relu, choices, layer_norm, native, output_loss
 from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.normalization import LayerNorm
 
@@ -46,55 +46,26 @@ MEASURED_VOCAB = 8192
 
 def parse(flag_value: str) -> dict:
     """'loss_layout=columns,...' -> {"loss_layout": "columns"}; '' -> {} (measure all)."""
-    forced = {}
-    for item in filter(None, (part.strip() for part in flag_value.split(","))):
-        name, _, value = item.partition("=")
-        if name not in ALTERNATIVES or value not in ALTERNATIVES.get(name, ()):
-            known = "; ".join(f"{key}={'|'.join(values)}" for key, values in ALTERNATIVES.items())
-            raise UsageError(f"--kernel_choices: '{item}' is not a choice; the choices are {known}.")
-        forced[name] = value
-    return forced
+    return choices.parse(flag_value, ALTERNATIVES, "--kernel_choices")
 
 
 def choose(model, hparams, forced: dict, kept: dict | None = None, measure=None) -> dict:
-    """Sets each alternative on `model`: forced ones as given, else the value `kept` from the
-    run's first start (run.json: a run keeps its numerics through resumes; one started before
-    a choice existed keeps what it computed then), else the only one that differs here, else
-    the fastest when timed here. Returns the record for run.json: {name: value, "measured_ms": {name:
-    {value: ms}}} (measured_ms as measured at this start, or as kept).
+    """Sets each alternative on `model` (`kernels.choices.resolve`): forced ones as given, else
+    the value `kept` from the run's first start (run.json: a run keeps its numerics through
+    resumes; one started before a choice existed keeps what it computed then), else the only one
+    that differs here, else the fastest when timed here. Returns the record for run.json:
+    {name: value, "measured_ms": {name: {value: ms}}} (measured_ms as measured at this start, or as kept).
 
     `measure` (tests) replaces the timing: (name, model, hparams) -> {value: ms}.
     """
     measure = measure or _Timings()
-    kept = kept or {}
     if native.library() is None:
         logging.warning("Kernel choices: the native kernels are not available here (%s); TensorFlow's ops run "
                         "in their place (the same values, a slower step).", native.unavailable_reason())
-    record, measured, how = {}, dict(kept.get("measured_ms", {})), {}
-    for name in ALTERNATIVES:
-        options = _options(name, model)
-        if name in forced:
-            if forced[name] in NATIVE_VALUES.get(name, ()) and forced[name] not in options:
-                raise UsageError(f"--kernel_choices: {name}={forced[name]} is not available here: "
-                                 f"{native.unavailable_reason()}.")
-            record[name], how[name] = forced[name], "forced"
-        elif kept.get(name) in options:
-            record[name], how[name] = kept[name], "kept from run.json"
-        elif kept.get(name) in ALTERNATIVES[name]:
-            record[name], how[name] = options[0], f"run.json's {kept[name]} is not available here"
-            logging.warning("Kernel choices: the run's first start chose %s=%s, which is not available here (%s); "
-                            "%s=%s computes the same values to float rounding.", name, kept[name],
-                            native.unavailable_reason(), name, options[0])
-        elif kept and name in BEFORE_THE_CHOICE:
-            record[name], how[name] = BEFORE_THE_CHOICE[name], "as the run's first start, before this choice existed"
-        elif len(options) == 1:
-            record[name], how[name] = options[0], "the only one here"
-        else:
-            measured[name] = measure(name, model, hparams)
-            record[name], how[name] = min(measured[name], key=measured[name].get), f"measured (ms) {measured[name]}"
-        apply(model, {name: record[name]})
-    if measured:
-        record["measured_ms"] = measured
+    record, how = choices.resolve(
+        ALTERNATIVES, lambda name: _options(name, model), forced, lambda name: measure(name, model, hparams), kept,
+        BEFORE_THE_CHOICE, apply=lambda name, value: apply(model, {name: value}), source="--kernel_choices",
+        why_unavailable=lambda name, value: native.unavailable_reason(), forceable=_built)
     logging.debug("Kernel choices: %s.", "; ".join(f"{name}={record[name]}, {how[name]}" for name in ALTERNATIVES))
     return record
 
@@ -110,15 +81,20 @@ def apply(model, record: dict) -> None:
             setattr(model.softmax_projection, name, value)
 
 
+def _built(name: str) -> tuple:
+    """The values of `name` that can run here: all but the native kernels where they did not build."""
+    if native.library() is None:
+        return tuple(value for value in ALTERNATIVES[name] if value not in NATIVE_VALUES.get(name, ()))
+    return ALTERNATIVES[name]
+
+
 def _options(name: str, model) -> tuple:
     """The values of `name` that differ on this model: the products' dtypes only under mixed
     precision; the native kernels only where they were built."""
     projection = model.softmax_projection
     if name == "loss_products" and projection.compute_dtype == projection.embeddings.dtype:
         return ("variable",)
-    if native.library() is None:
-        return tuple(value for value in ALTERNATIVES[name] if value not in NATIVE_VALUES.get(name, ()))
-    return ALTERNATIVES[name]
+    return _built(name)
 
 
 class _Timings:

@@ -94,13 +94,15 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
     )
     score_sentences = settings.eval_sentences if chief else 0
     decode_hparams = plan.decode_hparams
-    shortlist = (load_run_shortlist(run_dir).limited(decode_hparams.shortlist, decode_hparams.shortlist_frequent)
-                 if score_sentences and decode_hparams.shortlist else None)
+    shortlist = load_run_shortlist(run_dir) if score_sentences and decode_hparams.shortlist else None
     evaluator = (
         Evaluator(problem, settings.data_dir, model, plan.vocabularies, hparams, strategy, settings.eval_steps,
                   score_sentences, decode_hparams, shortlist, selects_by_score=plan.best_metric == problem.score_name)
         if settings.evaluate else None
     )
+    if evaluator is not None and score_sentences:  # the kernels its dev decoding chose on this machine
+        run_dir.write_run_info({**run_dir.run_info(),
+                                "decode_kernel_choices": evaluator.translator.search_module().kernels.record()})
     writers = summary_writers(run_dir.path, chief)
     recorder = EvaluationRecorder(evaluator, writers["eval"], run_dir if chief else None, best, model,
                                   settings.early_stopping_patience)

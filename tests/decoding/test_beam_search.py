@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry
-from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding import graph_search
+from t2t_keras.decoding.kernel_choices import DecodeKernels
 from t2t_keras.decoding.beam_search import beam_search, length_penalty, search_in_parts
 from t2t_keras.models import Transformer
 
@@ -118,7 +119,7 @@ def test_min_length_keeps_eos_out_until_then_and_max_length_still_ends(native):
     the outputs at 2. The native kernels' path gives the same."""
     def search(max_length, min_length):
         result = beam_search(table_step_fn(SIMPLE), tf.zeros([2, 1]), 1, 2, 0.0, tf.fill([1], max_length), eos_id=EOS,
-                             n_best=2, native_kernels=native, min_length=min_length)
+                             n_best=2, kernels=DecodeKernels(beam_candidates="native" if native else "graph"), min_length=min_length)
         return result.lengths.numpy()[0].tolist(), result.scores.numpy()[0], result.ids.numpy()[0]
 
     lengths, scores, ids = search(max_length=4, min_length=3)
@@ -227,12 +228,12 @@ def _sources():
 
 
 def _cached_search(model, sources, beam_size, alpha, extra_length=6):
-    return batch_decoding.search_batch(model, sources, beam_size, alpha, batch_decoding.max_lengths(sources, extra_length))
+    return graph_search.search_batch(model, sources, beam_size, alpha, graph_search.max_lengths(sources, extra_length))
 
 
 def _uncached_search(model, sources, beam_size, alpha, extra_length=6):
     """The same search, recomputing the decoder over the whole prefix at every step."""
-    return batch_decoding.search_batch(model, sources, beam_size, alpha, batch_decoding.max_lengths(sources, extra_length),
+    return graph_search.search_batch(model, sources, beam_size, alpha, graph_search.max_lengths(sources, extra_length),
                                        cached=False)
 
 

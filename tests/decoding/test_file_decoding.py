@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from t2t_keras.token_ids import EOS_ID
-from t2t_keras.decoding import batch_decoding, file_decoding
+from t2t_keras.decoding import file_decoding, line_decoding
+from t2t_keras.decoding.hypothesis import EMPTY
 from t2t_keras.translator import Translator
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.checkpoints import RunDir, restore_model
@@ -157,13 +158,13 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         ([f"--output_dir={empty}", f"--decode_from_file={source}"], "error: " + str(empty / "hparams.json") + " is missing"),
         ([f"--output_dir={tmp_path / 'no_ckpt'}", f"--decode_from_file={source}"], f"error: --output_dir={tmp_path / 'no_ckpt'} has no checkpoint yet; train first"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_sise=2"],
-         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, min_length, sentences_per_batch, batch_tokens, parallel_parts, constrained, max_input_tokens, sampling_top_k, sampling_temperature, seed, precision, int8_logits, shortlist, shortlist_frequent, exact_search, reverse_weight."),
+         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, min_length, sentences_per_batch, batch_tokens, parallel_parts, constrained, max_input_tokens, sampling_top_k, sampling_temperature, seed, precision, int8_logits, shortlist, shortlist_frequent, exact_search, kernel_choices, reverse_weight."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=return_beams=true"],
          "error: --decode_hparams: unknown setting 'return_beams'; replaced by the decoder's --n_best=N flag"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--n_best=9"], "error: --n_best=9: choose 1 to beam_size (4)."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--score_file={tmp_path / 'two.de'}"],
          f"error: --score_file={tmp_path / 'two.de'} has 2 lines, --decode_from_file has 1; they must be aligned."),
-        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=0"], "error: --decode_hparams: need beam_size >= 1"),
+        ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_size=0"], "error: --decode_hparams: beam_size=0: need beam_size >= 1."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={tmp_path / 'missing.en'}"], "error: --decode_from_file="),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={tmp_path}"], f"error: --decode_from_file={tmp_path} is a directory; name a text file."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", f"--ensemble={empty}"], "error: --ensemble="),
@@ -256,7 +257,7 @@ def test_the_searchs_score_of_its_best_ids_is_their_log_probability(trained_outp
     module = Translator.from_model(restore_model(run_dir)[0], run_dir.vocabularies(), beam_size=3, alpha=0.0,
                                    extra_length=8).search_module()
     vocabulary = module.vocabularies.source
-    batch = batch_decoding.padded_batch([vocabulary.encode(s, add_eos=True) for s in _val("en", 8)])
+    batch = line_decoding.padded_batch([vocabulary.encode(s, add_eos=True) for s in _val("en", 8)])
     found = module.translate_ids(batch)
     best = found["ids"].numpy()[:, 0]
     scored = module.score_ids(batch, best)
@@ -265,7 +266,7 @@ def test_the_searchs_score_of_its_best_ids_is_their_log_probability(trained_outp
 
 
 def test_an_empty_source_scores_0_on_every_path(translator, module):
-    assert translator.translate(["", "A dog."], n_best=2)[0] == [batch_decoding.EMPTY] * 2
+    assert translator.translate(["", "A dog."], n_best=2)[0] == [EMPTY] * 2
     assert translator.score(["", "  "], ["", "Ein Hund."]) == [0.0, 0.0]
     np.testing.assert_array_equal(module.score_text(["", "  "], ["", "Ein Hund."])["log_probs"].numpy(), [0.0, 0.0])
     assert translator.score(["A dog."], [""])[0] < 0  # an empty translation of a real sentence is a real event
@@ -278,7 +279,7 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(trained_output_dir, tm
     single = Translator.from_preset(trained_output_dir, beam_size=3, extra_length=8)
     doubled = Translator.from_preset(trained_output_dir, beam_size=3, extra_length=8, ensemble=[trained_output_dir])
     assert len(doubled.checkpoint_paths) == 2
-    batch = batch_decoding.padded_batch([single.vocabularies.source.encode(s, add_eos=True) for s in _val("en", 6)])
+    batch = line_decoding.padded_batch([single.vocabularies.source.encode(s, add_eos=True) for s in _val("en", 6)])
     ours, theirs = doubled.search_module().translate_ids(batch), single.search_module().translate_ids(batch)
     np.testing.assert_array_equal(ours["ids"].numpy(), theirs["ids"].numpy())
     np.testing.assert_allclose(ours["scores"].numpy(), theirs["scores"].numpy(), atol=1e-4)

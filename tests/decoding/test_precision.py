@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_keras import registry, system
-from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding import graph_search
 from t2t_keras.decoding.trained_run import TrainedRun
 from t2t_keras.translator import Translator
 from t2t_keras.models import Transformer, factory
@@ -53,9 +53,9 @@ def test_bf16_search_is_a_search_over_the_bf16_models_logits():
     bf16) finds, and each output's score is the bf16 model's own length-penalised log P."""
     model = factory.in_precision(_model(), "bf16")
     sources = tf.constant([[5, 6, 7, 1, 0, 0], [8, 9, 10, 11, 12, 1], [13, 1, 0, 0, 0, 0]])
-    max_lengths = batch_decoding.max_lengths(sources, 6)
-    cached = batch_decoding.search_batch(model, sources, 4, 0.0, max_lengths)
-    uncached = batch_decoding.search_batch(model, sources, 4, 0.0, max_lengths, cached=False)
+    max_lengths = graph_search.max_lengths(sources, 6)
+    cached = graph_search.search_batch(model, sources, 4, 0.0, max_lengths)
+    uncached = graph_search.search_batch(model, sources, 4, 0.0, max_lengths, cached=False)
     memory, cache = model.init_decoding(model.encode(sources))
     step_logits, _ = model.decode_step(tf.constant([0, 0, 0]), 0, cache, memory, model.output_weights())
     assert step_logits.dtype == tf.float32 and cached.scores.dtype == tf.float32

@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding import line_decoding
+from t2t_keras.decoding.hypothesis import EMPTY, Hypothesis
 from t2t_keras.translator import Translator
 from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
@@ -42,14 +43,14 @@ def test_the_ranking_is_the_search_score_plus_the_weighted_reverse_log_prob(trai
     beams = plain.translate(sources, n_best=4)
     pairs = [(h.text, source) for source, beam in zip(sources, beams) if source for h in beam]
     # log P(source | hypothesis) in one batch; an empty hypothesis is the input EOS alone, not a blank line's 0.
-    reverse_log_probs = batch_decoding.score_lines(reranking.search_module().reverse, *zip(*pairs),
+    reverse_log_probs = line_decoding.score_lines(reranking.search_module().reverse, *zip(*pairs),
                                                    blank_sources_score_zero=False)
     for weight in (0.7, 0.0):
         ours = reranking.translate(sources, n_best=2, log_probs=True, reverse_weight=weight)
         remaining = iter(reverse_log_probs)
         for source, hypotheses, beam in zip(sources, ours, beams):
             if not source:
-                assert hypotheses == [batch_decoding.EMPTY] * 2
+                assert hypotheses == [EMPTY] * 2
                 continue
             source_length = len(plain.vocabularies.source.encode(source, add_eos=True))
             expected = sorted(((h.score + weight * next(remaining) / source_length, h.text) for h in beam),
@@ -65,10 +66,10 @@ def test_the_ranking_is_the_search_score_plus_the_weighted_reverse_log_prob(trai
 def test_hypotheses_are_sorted_by_the_sum_and_cut_to_n_best(monkeypatch):
     """(The briefly trained models above give every source the same beam: here the reverse model's
     log-probabilities are chosen so that the sum reverses the beam's order.)"""
-    beam = [batch_decoding.Hypothesis(text, None, score) for text, score in (("a", -1.0), ("b", -2.0), ("c", -3.0))]
+    beam = [Hypothesis(text, None, score) for text, score in (("a", -1.0), ("b", -2.0), ("c", -3.0))]
     reverse_log_probs = {"a": -30.0, "b": -3.0, "c": -12.0}
-    monkeypatch.setattr(batch_decoding, "score_lines", lambda reverse, hypotheses, sources, **_: [reverse_log_probs[h] for h in hypotheses])
-    ranked = batch_decoding.rerank_by_reverse(None, ["x y", "z"], [3, 2], [beam, beam[:1]], 1.5, 2)
+    monkeypatch.setattr(line_decoding, "score_lines", lambda reverse, hypotheses, sources, **_: [reverse_log_probs[h] for h in hypotheses])
+    ranked = line_decoding.rerank_by_reverse(None, ["x y", "z"], [3, 2], [beam, beam[:1]], 1.5, 2)
     assert [(h.text, h.score) for h in ranked[0]] == [("b", pytest.approx(-3.5)), ("c", pytest.approx(-9.0))]
     assert [(h.text, h.score) for h in ranked[1]] == [("a", pytest.approx(-23.5))]  # per source: its own length
 

@@ -8,7 +8,9 @@ import tensorflow as tf
 
 from t2t_keras import registry
 from t2t_keras.checkpoints import RunDir
-from t2t_keras.decoding import batch_decoding
+from t2t_keras.decoding import graph_search
+from t2t_keras.decoding.kernel_choices import DecodeKernels
+from t2t_keras.decoding.line_decoding import padded_batch
 from t2t_keras.decoding import shortlist as shortlist_module
 from t2t_keras.decoding.shortlist import NUM_RESERVED, Shortlist, load_run_shortlist
 from t2t_keras.translator import Translator
@@ -96,9 +98,10 @@ RANDOM_SHORTLIST = Shortlist(np.random.default_rng(0).integers(NUM_RESERVED, VOC
 
 def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES, native_kernels=False, int8_logits=False):
     """The n-best lists (all 4 hypotheses of each sentence settled)."""
-    return batch_decoding.search_batch(model, sources, 4, 0.6, batch_decoding.max_lengths(sources, 6), token_filter,
-                                       cached=cached, shortlist=shortlist, n_best=4,
-                                       native_kernels=native_kernels or int8_logits, int8_logits=int8_logits)
+    native_ = "native" if native_kernels or int8_logits else "graph"
+    return graph_search.search_batch(model, sources, 4, 0.6, graph_search.max_lengths(sources, 6), token_filter,
+                                     cached=cached, shortlist=shortlist, n_best=4,
+                                     kernels=DecodeKernels(beam_candidates=native_, top_k=native_, int8_logits=int8_logits))
 
 
 @pytest.mark.parametrize("vocab, listed, precision", [
@@ -177,9 +180,9 @@ def test_run_dir_shortlist_decodes_and_bad_settings_are_one_line(trained_output_
     assert stored.candidates.shape == (run_dir.vocabularies().source.size, 100) and stored.frequent.shape == (1000,)
     translator = Translator.from_preset(trained_output_dir, beam_size=2, shortlist=5, shortlist_frequent=20)
     lines = ["A dog runs in the snow.", "Two men are talking."]
-    ids = translator.search_module().translate_ids(batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True)
+    ids = translator.search_module().translate_ids(padded_batch([translator.vocabularies.source.encode(l, add_eos=True)
                                                                  for l in lines]))["ids"].numpy()
-    sources = batch_decoding.padded_batch([translator.vocabularies.source.encode(l, add_eos=True) for l in lines])
+    sources = padded_batch([translator.vocabularies.source.encode(l, add_eos=True) for l in lines])
     allowed = set(stored.limited(5, 20).vocabularies(sources, 1)[0].numpy().ravel().tolist())
     assert set(np.unique(ids).tolist()) <= allowed and len(allowed) < 200
     assert all(isinstance(text, str) for text in translator.generate(lines))
@@ -195,14 +198,14 @@ def test_run_dir_shortlist_decodes_and_bad_settings_are_one_line(trained_output_
 def test_int8_logits_decode_in_this_process_and_an_export_refuses_them(trained_output_dir):
     """int8_logits: the Translator decodes with the native int8 output product, with a shortlist or
     without, each output from its own sentence's list; a SavedModel's module refuses it in one line."""
-    from t2t_keras.decoding.search_module import SearchModule
+    from t2t_keras.decoding.engine import export_search_module
     from t2t_keras.decoding.trained_run import TrainedRun
 
     lines = ["A dog runs in the snow.", "Two men are talking."]
     for listed in ({}, {"shortlist": 5, "shortlist_frequent": 20}):
         translator = Translator.from_preset(trained_output_dir, beam_size=2, int8_logits=True, **listed)
-        assert translator.search_module().int8_logits
+        assert translator.search_module().kernels.int8_logits
         assert all(isinstance(text, str) and text for text in translator.generate(lines))
     with pytest.raises(UsageError, match=r"int8_logits is a native kernel of decoding in this process, not of a SavedModel"):
-        SearchModule.from_run(TrainedRun.resolve(trained_output_dir, {"int8_logits": True}, for_export=True))
+        export_search_module(TrainedRun.resolve(trained_output_dir, {"int8_logits": True}, for_export=True))
 

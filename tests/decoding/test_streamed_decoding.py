@@ -78,7 +78,8 @@ def test_killed_and_resumed_equals_two_shards_concatenated(trained_output_dir, l
     assert f"resuming {output}: {kept} of {LINES} input lines are done; decoding the {LINES - kept} left." in resumed.stderr
     assert f"decoded {LINES - kept} lines" in resumed.stderr
     assert output.read_bytes() == reference
-    assert json.loads((tmp_path / "out.de.decode.json").read_text())["complete"] is True
+    record = json.loads((tmp_path / "out.de.decode.json").read_text())
+    assert record["complete"] is True and {"step_product", "beam_candidates", "top_k"} <= set(record["kernel_choices"])
 
     # The record refuses a resume from another input or another checkpoint, in one line each,
     # before any model is built: the other run's weights cannot even be read.

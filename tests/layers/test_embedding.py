@@ -33,15 +33,16 @@ def test_step_logits_equal_logits():
     shortlist = tf.constant([1, 5, 17, 299])
     groups = tf.constant([[1, 5, 17, 299], [2, 3, 4, 4], [7, 8, 9, 10]])  # rows 0-4, none, 5-11
     group_rows = tf.constant([5, 0, 7])
-    for orientation in ("nn", "nt", "tn"):  # every orientation choose_step_orientation picks from
-        layer.step_orientation = orientation
-        np.testing.assert_allclose(layer.step_logits(x, layer.output_weights()), layer.logits(x), rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(layer.step_logits(x, layer.output_weights(shortlist)),
+    for product in ("nn", "nt", "tn"):  # every orientation the decode kernel choice step_product picks from
+        np.testing.assert_allclose(layer.step_logits(x, layer.output_weights(None, product)), layer.logits(x),
+                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(layer.step_logits(x, layer.output_weights(shortlist, product)),
                                    tf.gather(layer.logits(x), shortlist, axis=1), rtol=1e-5, atol=1e-5)
         row_columns = tf.gather(groups, [0] * 5 + [2] * 7)
-        np.testing.assert_allclose(layer.step_logits(x, layer.output_weights(groups), group_rows=group_rows),
+        np.testing.assert_allclose(layer.step_logits(x, layer.output_weights(groups, product), group_rows=group_rows),
                                    tf.gather(layer.logits(x), row_columns, batch_dims=1), rtol=1e-5, atol=1e-5)
-    assert layer.choose_step_orientation(12) == layer.step_orientation in ("nn", "nt", "tn")
+    timings = layer.step_product_timings(12)
+    assert sorted(timings) == ["nn", "nt", "tn"] and all(ms > 0 for ms in timings.values())
 
 
 def test_logits_gradients_equal_those_of_the_plain_product():

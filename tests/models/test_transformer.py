@@ -78,12 +78,11 @@ def test_cached_decoding_reproduces_teacher_forcing(variant):
     full = _logits(model, inputs, targets)
     encoded = model.encode(inputs)
     decoder_inputs = shift_right(targets)
-    for orientation in ("nn", "nt", "tn"):  # every layout choose_step_orientation may pick
-        model.softmax_projection.step_orientation = orientation
+    for product in ("nn", "nt", "tn"):  # every layout the decode kernel choice step_product may pick
         memory, cache = model.init_decoding(encoded)
         step = tf.function(model.decode_step, reduce_retracing=True, autograph=False)  # the graph that beam search will run
         for index in range(targets.shape[1]):
-            logits, cache = step(decoder_inputs[:, index], tf.constant(index), cache, memory, model.output_weights())
+            logits, cache = step(decoder_inputs[:, index], tf.constant(index), cache, memory, model.output_weights(None, product))
             assert np.abs(logits.numpy() - full[:, index]).max() < 1e-4
 
 

@@ -14,7 +14,7 @@ from t2t_keras.checkpoints import RunDir, restore_model
 from t2t_keras.data import datagen
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.data.text_files import TextStats
-from t2t_keras.decoding.batch_decoding import padded_batch
+from t2t_keras.decoding.line_decoding import padded_batch
 from t2t_keras.parsing.trees import read_trees
 from t2t_keras.parsing.trees import PTB_LABELS
 from t2t_keras.errors import UsageError

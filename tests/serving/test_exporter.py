@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from t2t_keras import files
 from t2t_keras.errors import UsageError
+from t2t_keras.kernels import native
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.serving import exporter
 from tests.testing import assert_one_line_error, read_warmup_requests, run_side_by_side
@@ -110,19 +111,28 @@ def test_the_export_holds_tensorflow_ops_only(served):
 
 def test_an_export_that_fails_midway_leaves_no_version(trained_output_dir, tmp_path, monkeypatch):
     """Killed or failing while writing, an export leaves nothing TF Serving would load, and
-    nothing half-written under any name (the temporary .incomplete.<version> is removed)."""
+    nothing half-written under any name (the temporary .incomplete.<version> is removed); a
+    module of in-process decoding (native kernels) is refused before anything is written."""
     def failing_save(_, path, **__):
         os.makedirs(os.path.join(path, "variables"))
         open(os.path.join(path, "saved_model.pb"), "wb").close()
         raise OSError("disk full")
 
-    from t2t_keras.decoding.search_module import SearchModule
+    from t2t_keras.decoding.engine import export_search_module
     from t2t_keras.decoding.trained_run import TrainedRun
+    from t2t_keras.translator import Translator
 
-    translator = SearchModule.from_run(TrainedRun.resolve(trained_output_dir))
+    if native.library() is not None:
+        in_process = Translator.from_preset(trained_output_dir, tune_process=False,
+                                            kernel_choices="beam_candidates=native;top_k=graph").search_module()
+        with pytest.raises(UsageError, match=r"^export_saved_model: this SearchModule runs native kernels \(beam_candidates=native"):
+            exporter.export_saved_model(in_process, str(tmp_path / "native"), 7)
+        assert not os.path.exists(tmp_path / "native")
+    module = export_search_module(TrainedRun.resolve(trained_output_dir))
+    assert not module.kernels.native_choices and module.decode_hparams.kernel_choices.startswith("step_product=")
     monkeypatch.setattr(tf.saved_model, "save", failing_save)
     with pytest.raises(OSError, match="disk full"):
-        exporter.export_saved_model(translator, str(tmp_path / "export"), 7)
+        exporter.export_saved_model(module, str(tmp_path / "export"), 7)
     assert os.listdir(tmp_path / "export") == []
 
 
@@ -316,10 +326,10 @@ def test_tf_servings_cpp_loader_serves_what_the_decoder_returns(served, cpp_load
 
 
 def test_the_export_says_how_it_decodes_and_bounds_each_request(served):
-    from t2t_keras.serving.exported_translator import ExportedModel
+    from t2t_keras.serving.loaded_export import LoadedExport
 
     path, _, _ = served
-    exported = ExportedModel(path)
+    exported = LoadedExport(path)
     settings = exported.metadata["decode_hparams"]
     assert (settings["beam_size"], settings["alpha"], settings["extra_length"]) == (4, 0.6, 20)
     assert settings["max_input_tokens"] == 64  # the model's max_length (tests/conftest.py)
@@ -331,12 +341,12 @@ def test_the_export_says_how_it_decodes_and_bounds_each_request(served):
 
 
 def test_an_ensemble_exports_metadata_naming_every_member(trained_output_dir, tmp_path):
-    from t2t_keras.decoding.search_module import SearchModule
+    from t2t_keras.decoding.engine import export_search_module
     from t2t_keras.decoding.trained_run import TrainedRun
 
     member = tmp_path / "member"
     shutil.copytree(trained_output_dir, member)
     run = TrainedRun.resolve(trained_output_dir, ensemble=[str(member)], for_export=True)
-    metadata = exporter.export_metadata(SearchModule.from_run(run), 30)
+    metadata = exporter.export_metadata(export_search_module(run), 30)
     assert metadata["checkpoints"] == [os.path.join(trained_output_dir, "ckpt-30"), str(member / "ckpt-30")]
     assert metadata["checkpoint"] == metadata["checkpoints"][0]

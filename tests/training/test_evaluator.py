@@ -86,7 +86,7 @@ def test_bf16_dev_score_decodes_a_bfloat16_copy_of_the_current_weights(copy_run,
     evaluator = Evaluator(problem, data_dir, model, problem.load_vocabularies(data_dir), hparams,
                           tf.distribute.OneDeviceStrategy("/cpu:0"), score_sentences=20,
                           decode_hparams=problem.decode_settings("precision=bf16"))
-    assert {weight.dtype for weight in evaluator.decode_model.weights} == {"bfloat16"}
-    for weight in evaluator.decode_model.weights:  # stale weights: each evaluation copies the model's in
+    assert {weight.dtype for weight in evaluator.translator.model.weights} == {"bfloat16"}
+    for weight in evaluator.translator.model.weights:  # stale weights: each evaluation copies the model's in
         weight.assign(tf.zeros(weight.shape, weight.dtype))
     assert evaluator.score().value > 50

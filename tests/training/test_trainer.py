@@ -63,6 +63,8 @@ def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path)
 
     choice = run_dir.run_info()["alpha_choice"]
     assert result["alpha"] == run_dir.run_info()["decode_defaults"]["alpha"] == max((0.6, 2.0), key=lambda a: (choice["scores"][str(a)], -a))
+    decode_kernels = run_dir.run_info()["decode_kernel_choices"]  # the kernels its dev decoding chose here
+    assert {"step_product", "beam_candidates", "top_k", "int8_logits"} <= set(decode_kernels)
     problem = registry.problem("translate_ende_multi30k")
     sources, references = problem.dev_examples(multi30k_data_dir, 8)
     translator = Translator.from_preset(str(tmp_path / "run"))

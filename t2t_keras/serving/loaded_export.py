@@ -1,5 +1,6 @@
-"""An exported SavedModel as the Python API decodes it (`t2t_keras.Translator.from_preset(EXPORT_DIR)`):
-the export's signatures called on batches of like length, TensorFlow and tensorflow_text only.
+"""An export loaded into this process, as the Python API decodes it (`t2t_keras.Translator.from_preset(EXPORT_DIR)`):
+the export's signatures called on batches of like length, TensorFlow and tensorflow_text only;
+the Translator's backend for an export, as `decoding/engine.py` is for a run dir.
 
 Its decode settings were fixed when it was exported (its metadata lists them): a call may
 change the batch size, not what the graphs do. Outputs are the model's text (a parsing
@@ -14,7 +15,8 @@ import os
 
 from t2t_keras import files
 from t2t_keras.data.tokenizers import Vocabularies, Vocabulary
-from t2t_keras.decoding.batch_decoding import EMPTY, Hypothesis, n_best_hypotheses, padded_batch, sorted_batches
+from t2t_keras.decoding.hypothesis import EMPTY, Hypothesis
+from t2t_keras.decoding.line_decoding import n_best_hypotheses, padded_batch, sorted_batches
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams, replace_fields
 from t2t_keras.serving.exporter import METADATA_FILE, VOCAB_ASSETS
@@ -28,18 +30,19 @@ def holds_export(path: str) -> bool:
     return files.isfile(os.path.join(path, "saved_model.pb")) or bool(_versions(path))
 
 
-class ExportedModel:
+class LoadedExport:
     """An export's signatures with its vocabularies and decode settings (from its metadata).
 
     Args:
       export_dir: t2t-keras-exporter's directory (its highest version) or a version directory.
       settings: batch settings (`BATCH_SETTINGS`) for every call; any other must equal the export's.
+      source: what a bad setting's one line names (the Python method it was given to).
     """
 
     problem = None  # outputs are the model's text
     model = None  # no Keras model: the graphs only
 
-    def __init__(self, export_dir: str, settings: dict | None = None):
+    def __init__(self, export_dir: str, settings: dict | None = None, source: str = "from_preset"):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the graph uses)
 
@@ -53,7 +56,7 @@ class ExportedModel:
         # What the export does (problem, checkpoint, decode settings baked in); {} for an export of an older version.
         self.metadata = json.loads(files.read_text(metadata_path)) if files.isfile(metadata_path) else {}
         self.settings = DecodeHParams(**self.metadata.get("decode_hparams", {}))
-        self.settings = self.checked(replace_fields(self.settings, settings or {}, "decode settings"))
+        self.settings = self.checked(replace_fields(self.settings, settings or {}, source))
         self.checkpoint_paths = [self.path]
 
     def checked(self, settings: DecodeHParams) -> DecodeHParams:
@@ -85,8 +88,10 @@ class ExportedModel:
                 return found["ids"].numpy(), found["scores"].numpy()
 
             rescore = (lambda sources, targets: self.score(sources, targets, settings)) if log_probs else None
+            cap = self.settings.max_input_tokens
             outputs = n_best_hypotheses(lines, row_batches, search, self.target_vocabulary.decode, rescore, n_best,
-                                        on_batch=lambda rows: on_lines(len(rows)))
+                                        on_batch=lambda rows: on_lines(len(rows)),
+                                        truncated=lambda i: bool(cap) and len(encoded[i]) > cap)
             return outputs, 0
 
         return translate
@@ -98,9 +103,10 @@ class ExportedModel:
         outputs = [[EMPTY] for _ in lines]
         for rows in row_batches:
             found = self.saved_model.signatures["serving_default"](inputs=tf.constant([lines[i] for i in rows], tf.string))
-            for i, text, score, log_prob in zip(rows, found["outputs"].numpy(), found["scores"].numpy(),
-                                                found["log_probs"].numpy()):
-                outputs[i] = [Hypothesis(text.decode("utf-8"), float(log_prob) if log_probs else None, float(score))]
+            for i, text, score, log_prob, truncated in zip(rows, found["outputs"].numpy(), found["scores"].numpy(),
+                                                           found["log_probs"].numpy(), found["truncated"].numpy()):
+                outputs[i] = [Hypothesis(text.decode("utf-8"), float(log_prob) if log_probs else None, float(score),
+                                         bool(truncated))]
             on_lines(len(rows))
         return outputs
 

@@ -1,0 +1,17 @@
+"""Hypothesis: one output of decoding for one input, what every interface returns."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Hypothesis(NamedTuple):
+    """One output of beam search (or one sample) for one input."""
+
+    text: str
+    log_prob: float | None  # log P(text | input), EOS included, of the text as tokenised: what the score signature gives (None: not asked for)
+    score: float  # what beam search ranked by: the log-probability of the searched pieces / ((5 + pieces) / 6) ** alpha
+    truncated: bool = False  # the input was longer than max_input_tokens and only its first ones were translated
+
+
+EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)
