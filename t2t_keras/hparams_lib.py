@@ -302,11 +302,7 @@ class DecodeHParams:
         if self.shortlist and self.sampling:
             raise UsageError(f"{source}: shortlist is for beam search; sampling draws from the whole vocabulary "
                              "(set shortlist=0 or sampling_top_k=0).")
-        if self.kernel_choices:
-            from t2t_keras.decoding.kernel_choices import forced_choices
-
-            forced_choices(self.kernel_choices, source)
-        return self
+        return self  # kernel_choices is checked where decoding reads it (decoding/kernel_choices.forced_choices)
 
 
 # Each decode setting's rule: (name, whether a value keeps it, the rule in words).

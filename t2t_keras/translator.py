@@ -30,6 +30,7 @@ from typing import Iterable, Iterator
 from t2t_keras import files
 from t2t_keras.decoding.file_decoding import window_lines, windows
 from t2t_keras.decoding.hypothesis import Hypothesis
+from t2t_keras.decoding.kernel_choices import forced_choices
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams, replace_fields
 
@@ -198,7 +199,11 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 
 def _replaced(defaults: DecodeHParams, settings: dict, method: str) -> DecodeHParams:
     """`defaults` with the settings a call gave; a bad one is one line naming it, its rule and `method`."""
-    return replace_fields(defaults, settings, method) if settings else defaults
+    if not settings:
+        return defaults
+    replaced = replace_fields(defaults, settings, method)
+    forced_choices(replaced.kernel_choices, method)
+    return replaced
 
 
 def _checked_list(texts, method: str, kind: str = ""):

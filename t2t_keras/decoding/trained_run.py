@@ -22,6 +22,7 @@ import dataclasses
 import functools
 
 from t2t_keras.checkpoints import RunDir, resolve_checkpoint, restore_model
+from t2t_keras.decoding.kernel_choices import forced_choices
 from t2t_keras.decoding.shortlist import load_run_shortlist
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams, replace_fields
@@ -56,6 +57,7 @@ class TrainedRun:
                                             source)
         elif not isinstance(decode_hparams, DecodeHParams):
             decode_hparams = self.problem.decode_settings(decode_hparams or "", run_defaults=run_defaults)
+        forced_choices(decode_hparams.kernel_choices, source)  # a bad one is one line before TensorFlow loads
         self.requested_hparams = decode_hparams  # before the precision decision: what an export of this run keeps
         self.decode_hparams = decode_precision(decode_hparams, for_export)
         self.checkpoint_path = checkpoint_path
