@@ -14,11 +14,12 @@ batches of --max_batch_size, on --parts workers of cores/parts threads each; bea
 penalty from the export's t2t_keras_export.json (CTranslate2 divides log P by |Y|^lp, ours by
 ((5 + |Y|) / 6)^alpha: --length_penalty overrides). SentencePiece encoding and decoding are
 timed in both. Decodes the file once to warm up, then `--repeats` times; prints one JSON line
-with the median sentences/s, the BLEU, the settings and the CPU. With `--cold`, the first
-decoding is timed too (`cold_sentences_per_s`: what a fresh process pays beyond loading, the
-first batches' tracing and kernel creation included) and `startup_s` says how long the process
-took until the engine was loaded (what decode_engines.py's command view subtracts with a run
-of one line). Run it alone: two benchmarks on 2 cores spoil each other.
+with the median sentences/s, the BLEU, the settings and the CPU. With `--cold`, the process
+first decodes the file's first line alone (what a command on one line does once loaded:
+tracing), `startup_s` says how long that took since the process began, and the file's first
+decoding is timed (`cold_sentences_per_s`: what a command on the file pays beyond a command on
+one line: the first batches' kernels, memory and shapes included, as a user's command decodes
+a file once). Run it alone: two benchmarks on 2 cores spoil each other.
 """
 
 import argparse
@@ -46,13 +47,16 @@ def read(path: str) -> list[str]:
 
 
 def timed(decode, repeats: int, cold: dict | None = None):
-    """(sentences/s of each of `repeats` runs after a warm-up, the last run's outputs). With
-    `cold` (a dict), the warm-up is timed too: cold["startup_s"], the process until now, and
-    cold["cold_sentences_per_s"], the first run's rate."""
+    """(sentences/s of each of `repeats` runs after a warm-up, the last run's outputs); `decode(lines)`
+    decodes the first `lines` (None: all). With `cold` (a dict), the warm-up is timed after a
+    decoding of the first line: cold["startup_s"], the process until then, and
+    cold["cold_sentences_per_s"], the first decoding's rate."""
+    if cold is not None:
+        decode(1)  # what a command on one line does once loaded
+        cold["startup_s"] = round(time.perf_counter() - STARTED, 2)
     started = time.perf_counter()
     outputs = decode()  # warm-up: traces every batch shape's graph, or CTranslate2's first allocations
     if cold is not None:
-        cold["startup_s"] = round(started - STARTED, 2)
         cold["cold_sentences_per_s"] = round(len(outputs) / (time.perf_counter() - started), 2)
     rates = []
     for _ in range(repeats):
@@ -73,9 +77,9 @@ def ours(args, lines):
     window = file_decoding.window_lines(translator.settings) if args.window_lines < 0 else args.window_lines or len(lines)
     translate_window = translator.window_translator()
 
-    def decode():
+    def decode(count=None):
         written = []
-        file_decoding.decode_stream(translate_window, iter(enumerate(lines)), written.extend, window)
+        file_decoding.decode_stream(translate_window, iter(enumerate(lines[:count])), written.extend, window)
         return written
 
     rates, outputs = timed(decode, args.repeats, args.cold)
@@ -102,8 +106,8 @@ def ctranslate2_engine(args, lines):
     translator = ctranslate2.Translator(args.ct2_dir, device="cpu", compute_type=args.compute_type,
                                         inter_threads=args.parts, intra_threads=max(1, cores // args.parts))
 
-    def decode():
-        tokens = [source.encode(line, out_type=str) for line in lines]
+    def decode(count=None):
+        tokens = [source.encode(line, out_type=str) for line in lines[:count]]
         results = translator.translate_batch(tokens, max_batch_size=args.max_batch_size, use_vmap=args.use_vmap,
                                              **search)
         return [target.decode(result.hypotheses[0]) for result in results]

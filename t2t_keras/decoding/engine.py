@@ -128,7 +128,7 @@ class DecodingEngine:
         if key not in self._kernels:
             self._kernels[key] = kernel_choices.choose(
                 model.softmax_projection, rows, kernel_choices.forced_choices(settings.kernel_choices),
-                int8_logits=key[3])
+                int8_logits=key[3], attention=_attention_shape(model))
         return self._kernels[key]
 
     def _model(self, precision: str):
@@ -163,11 +163,16 @@ def export_search_module(run):
     model = run.restore_model()
     kernels = kernel_choices.choose(model.softmax_projection, search_rows(settings),
                                     {name: value for name, value in forced.items() if name not in in_process_only},
-                                    int8_logits=settings.int8_logits, in_process=False)
+                                    int8_logits=settings.int8_logits, in_process=False, attention=_attention_shape(model))
     module = SearchModule(model, run.vocabularies, dataclasses.replace(settings, kernel_choices=kernels.setting()),
                           kernels, run.token_filter(), run.problem, run.shortlist)
     module.checkpoint_paths = run.checkpoints
     return module
+
+
+def _attention_shape(model) -> tuple[int, int]:
+    """(heads, depth per head) of the model's attention (an ensemble's first member's)."""
+    return model.hparams.num_heads, model.hparams.key_depth
 
 
 def _scoring_module(run):

@@ -43,8 +43,8 @@ class Ensemble(tf.Module):
         return tuple(model.output_weights(vocabulary, product) for model in self.models)
 
     def decode_step(self, ids, index, cache: tuple, memory: tuple, output_weights: tuple, float32_logits: bool = True,
-                    group_rows=None):
+                    group_rows=None, native_attention: bool = False):
         """The members' steps, their probabilities averaged: float32 logits whatever `float32_logits` asks."""
-        steps = [model.decode_step(ids, index, c, m, w, group_rows=group_rows)
+        steps = [model.decode_step(ids, index, c, m, w, group_rows=group_rows, native_attention=native_attention)
                  for model, c, m, w in zip(self.models, cache, memory, output_weights)]
         return self._mean_probabilities([logits for logits, _ in steps]), tuple(c for _, c in steps)

@@ -42,7 +42,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     if cached:
         memory, state = model.init_decoding(encoded, beam_size)
         step = _step_over(model, model.output_weights(vocabulary, kernels.output_product),
-                          float32_logits=kernels.beam_candidates != "native")
+                          float32_logits=kernels.beam_candidates != "native", native_attention=kernels.attention == "native")
         if shortlist is not None:
             step, memory = _grouped(step, beam_size, vocabulary.shape[0]), (memory, groups)
     else:
@@ -56,12 +56,13 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     )
 
 
-def _step_over(model, output_weights, float32_logits: bool = True):
+def _step_over(model, output_weights, float32_logits: bool = True, native_attention: bool = False):
     """The model's decode step over the output projection prepared once per search: captured
     by the search's loop, not carried through it. Its logits float32, or in the product's
-    dtype (for the native beam kernel, which reads bfloat16 as it is)."""
+    dtype (for the native beam kernel, which reads bfloat16 as it is); its attentions native
+    kernels or the graph's."""
     return lambda ids, index, cache, memory, group_rows=None: model.decode_step(
-        ids, index, cache, memory, output_weights, float32_logits, group_rows)
+        ids, index, cache, memory, output_weights, float32_logits, group_rows, native_attention)
 
 
 def _grouped(step, beam_size: int, group_count: int):
@@ -110,7 +111,8 @@ def sample_batch(model, input_ids, seeds, samples: int, max_lengths, top_k: int,
     memory, cache = model.init_decoding(model.encode(input_ids, training=False), samples)
     filter_state = token_filter.initial_state(input_ids, samples) if token_filter else None
     return sample(
-        _step_over(model, model.output_weights(None, kernels.step_product)), cache, seeds, max_lengths, eos_id=EOS_ID, top_k=top_k, temperature=temperature,
+        _step_over(model, model.output_weights(None, kernels.step_product), native_attention=kernels.attention == "native"),
+        cache, seeds, max_lengths, eos_id=EOS_ID, top_k=top_k, temperature=temperature,
         alpha=alpha, samples=samples, token_filter=token_filter, filter_state=filter_state, sentence_state=memory,
         min_length=min_length,
     )

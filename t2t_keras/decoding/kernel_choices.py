@@ -7,6 +7,8 @@ decoding, an export's metadata).
     step_product     the output product's orientation (layers/embedding.py): nn, nt or tn
     beam_candidates  a step's best tokens and log-probabilities: one native kernel, or top-k + softmax
     top_k            with a token filter (parsing): the native row top-k, or TensorFlow's by blocks
+    attention        the step's self- and cross-attention: one native kernel each, or the graph's
+                     products and softmax (whose every new shape costs oneDNN a new kernel)
 
 The native values are offered only where the kernels were built and only for decoding in this
 process: an export's graph holds TensorFlow's ops only (`GRAPH_ONLY`). Parsing the setting
@@ -24,7 +26,10 @@ from absl import logging
 from t2t_keras.errors import UsageError
 from t2t_keras.kernels import choices
 
-ALTERNATIVES = {"step_product": ("nn", "nt", "tn"), "beam_candidates": ("native", "graph"), "top_k": ("native", "graph")}
+ALTERNATIVES = {"step_product": ("nn", "nt", "tn"), "beam_candidates": ("native", "graph"), "top_k": ("native", "graph"),
+                "attention": ("native", "graph")}
+NATIVE_CHOICES = ("beam_candidates", "top_k", "attention")  # the choices whose value may be "native"
+ATTENTION_TIMED_LENGTH = 32  # the cached positions the attention alternatives are timed at
 NATIVE_VALUES = ("native",)
 SOURCE = "kernel_choices"
 
@@ -36,6 +41,7 @@ class DecodeKernels:
     step_product: str = "nn"
     beam_candidates: str = "graph"
     top_k: str = "graph"
+    attention: str = "graph"
     int8_logits: bool = False
     measured_ms: tuple = dataclasses.field(default=(), compare=False)  # ((name, ((value, ms), ...)), ...)
 
@@ -47,7 +53,7 @@ class DecodeKernels:
     @property
     def native_choices(self) -> list[str]:
         """The choices that run native kernels (none may be in an exported graph)."""
-        return [f"{name}=native" for name in ("beam_candidates", "top_k") if getattr(self, name) == "native"] + (
+        return [f"{name}=native" for name in NATIVE_CHOICES if getattr(self, name) == "native"] + (
             ["int8_logits"] if self.int8_logits else [])
 
     def setting(self) -> str:
@@ -69,12 +75,13 @@ def forced_choices(setting: str, source: str = "--decode_hparams") -> dict:
     return choices.parse(setting, ALTERNATIVES, f"{source}: {SOURCE}")
 
 
-def choose(projection, rows: int, forced: dict, int8_logits: bool, in_process: bool = True,
-           measure=None) -> DecodeKernels:
+def choose(projection, rows: int, forced: dict, int8_logits: bool, in_process: bool = True, measure=None,
+           attention: tuple[int, int] = (1, 1)) -> DecodeKernels:
     """The kernels of a search whose step has `rows` hypotheses a part, over `projection` (the
-    model's `SharedEmbedding`, whose table is the output product's): forced, the only one offered,
-    or timed here (about a second in all). `in_process=False`: an export's, graph kernels only
-    (int8_logits refused). `measure` (tests) replaces the timing: name -> {value: ms}."""
+    model's `SharedEmbedding`, whose table is the output product's) and attention of
+    `attention` = (heads, depth per head): forced, the only one offered, or timed here (about a
+    second in all). `in_process=False`: an export's, graph kernels only (int8_logits refused).
+    `measure` (tests) replaces the timing: name -> {value: ms}."""
     from t2t_keras.kernels import native  # TensorFlow loads here, not where settings are checked
 
     if int8_logits and not in_process:
@@ -88,7 +95,7 @@ def choose(projection, rows: int, forced: dict, int8_logits: bool, in_process: b
     def why_unavailable(name, value):
         return native.unavailable_reason() if in_process else "an export's graph holds TensorFlow's ops only"
 
-    measure = measure or _Timings(projection, rows)
+    measure = measure or _Timings(projection, rows, attention)
     record, how = choices.resolve(ALTERNATIVES, options, forced, measure, source=SOURCE, why_unavailable=why_unavailable)
     if int8_logits and native.library() is None:
         logging.warning("int8_logits: the native kernels are not built here (%s); the output product stays float.",
@@ -100,13 +107,14 @@ def choose(projection, rows: int, forced: dict, int8_logits: bool, in_process: b
 
 
 class _Timings:
-    """Each alternative timed at the search's sizes: `rows` hypotheses against the whole table."""
+    """Each alternative timed at the search's sizes: `rows` hypotheses against the whole table,
+    and over ATTENTION_TIMED_LENGTH cached positions of `attention` = (heads, depth)."""
 
-    def __init__(self, projection, rows: int):
-        self.projection, self.rows = projection, rows
+    def __init__(self, projection, rows: int, attention: tuple[int, int]):
+        self.projection, self.rows, self.attention = projection, rows, attention
 
     def __call__(self, name: str) -> dict:
-        from t2t_keras.kernels import beam_candidates, top_k
+        from t2t_keras.kernels import attention_step, beam_candidates, top_k
 
         vocabulary = self.projection.vocab_size
         if name == "step_product":
@@ -115,4 +123,8 @@ class _Timings:
             return beam_candidates.implementation_timings(self.rows, vocabulary, dtype=self.projection.embeddings.dtype)
         if name == "top_k":
             return top_k.implementation_timings(self.rows, vocabulary)
+        if name == "attention":
+            heads, depth = self.attention
+            return attention_step.implementation_timings(self.rows, heads, depth, ATTENTION_TIMED_LENGTH,
+                                                         dtype=self.projection.compute_dtype)
         raise KeyError(name)

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from t2t_keras.kernels.attention_step import attention_step
 from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.dropout import Dropout
 
@@ -87,21 +88,30 @@ class MultiHeadAttention(keras.layers.Layer):
             self._split_heads(self.value_dense(memory), self.value_depth),
         )
 
-    def attend(self, query, keys, values, attention_mask=None, training=None, return_attention_scores=False):
+    def attend(self, query, keys, values, attention_mask=None, training=None, return_attention_scores=False,
+               native_step: bool = False):
         """Attention of `query` [N, Lq, d] over projected keys and values [B, h, Lk, depth].
 
         N is B, or B * K for beam search: the K hypotheses of each sentence (rows b * K ..
         b * K + K - 1) attend over that sentence's memory, as K * Lq queries of one row, so
         the encoder output is neither copied per beam nor read once per hypothesis. Then the
         mask is [B, 1, Lk] and the weights [B, h, K * Lq, Lk]. A decoding step's `query` may
-        be [N, d] (one position; the output is [N, d] too).
+        be [N, d] (one position; the output is [N, d] too), and with `native_step` its
+        attention runs as one native kernel (`kernels/attention_step.py`; no weights returned).
         """
         queries = self._split_heads(self.query_dense(query), self.key_depth, ops.shape(keys)[0])
-        return self._attention(query, queries, keys, values, attention_mask, training, return_attention_scores)
+        return self._attention(query, queries, keys, values, attention_mask, training, return_attention_scores,
+                               native_step)
 
-    def _attention(self, query, queries, keys, values, attention_mask, training, return_attention_scores):
+    def _attention(self, query, queries, keys, values, attention_mask, training, return_attention_scores,
+                   native_step: bool = False):
         """softmax(Q K^T / sqrt(d_k)) V, then W^O, for `queries` [B, h, K * Lq, d_k] of `query`."""
         queries = queries * ops.cast(self.key_depth**-0.5, queries.dtype)
+        if native_step:  # a decoding step in this process: the same values, without the graph's per-shape kernels
+            bias = None if attention_mask is None else tf.where(tf.cast(attention_mask[:, 0, :], tf.bool), 0.0, MASKED_LOGIT)
+            context = attention_step(queries, keys, values, bias)  # [B, K * Lq, h, d_v]
+            outputs = self.output_dense(ops.reshape(context, (*ops.shape(query)[:-1], self.num_heads * self.value_depth)))
+            return (outputs, None) if return_attention_scores else outputs
         # transpose_b instead of a transposed copy of the keys (a growing cache at every step).
         logits = ops.cast(tf.matmul(queries, keys, transpose_b=True), "float32")  # [B, h, K * Lq, Lk]
         if attention_mask is not None:
@@ -135,13 +145,14 @@ class MultiHeadAttention(keras.layers.Layer):
         values = ops.zeros((batch_size, self.num_heads, 0, self.value_depth), self.compute_dtype)
         return keys, values
 
-    def call_with_cache(self, query, key_cache, value_cache):
+    def call_with_cache(self, query, key_cache, value_cache, native_step: bool = False):
         """Self-attention of the step `query` [N, d], the position after those cached.
 
         Appends the step's key and value to the caches and attends over all of them: every
         cached position precedes the query, so no mask is needed. Rank-2 tensors throughout:
         at one position per row, splitting heads is a reshape, and TensorFlow runs plain
-        matmuls without the shape arithmetic of [N, 1, d] products.
+        matmuls without the shape arithmetic of [N, 1, d] products. `native_step`: the
+        attention as one native kernel (`attend`).
 
         Returns:
           (output [N, d], key_cache [N, h, t + 1, d_k], value_cache [N, h, t + 1, d_v])
@@ -152,7 +163,7 @@ class MultiHeadAttention(keras.layers.Layer):
         key_cache = ops.concatenate([key_cache, ops.cast(step_keys, key_cache.dtype)], axis=2)
         value_cache = ops.concatenate([value_cache, ops.cast(step_values, value_cache.dtype)], axis=2)
         queries = one_position(self.query_dense(query), self.key_depth)
-        outputs = self._attention(query, queries, key_cache, value_cache, None, False, False)
+        outputs = self._attention(query, queries, key_cache, value_cache, None, False, False, native_step)
         return outputs, key_cache, value_cache
 
     def compute_output_shape(self, query_shape, memory_shape=None):

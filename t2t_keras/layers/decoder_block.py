@@ -43,24 +43,29 @@ class DecoderBlock(sublayers.Block):
         """The encoder output's cross-attention keys and values, computed once per sentence."""
         return self.cross_attention.project_memory(memory)
 
-    def call_with_cache(self, inputs, memory_keys, memory_values, memory_mask, key_cache, value_cache):
+    def call_with_cache(self, inputs, memory_keys, memory_values, memory_mask, key_cache, value_cache,
+                        native_attention: bool = False):
         """One decoding step: `inputs` [N, d] (one position per hypothesis) at the position
-        after those in the caches; N = B * K hypotheses of the memory's B sentences.
+        after those in the caches; N = B * K hypotheses of the memory's B sentences;
+        `native_attention`: both attentions as one native kernel each (decoding in this process).
 
         Returns:
           (outputs [N, d], key_cache, value_cache), the caches one position longer
         """
         x = self.self_attention_residual.prepare(inputs)
-        x, key_cache, value_cache = self.self_attention.call_with_cache(x, key_cache, value_cache)
+        x, key_cache, value_cache = self.self_attention.call_with_cache(x, key_cache, value_cache, native_attention)
         x = self.self_attention_residual.finish(inputs, x, training=False)
-        outputs, _ = self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, False)
+        outputs, _ = self._cross_attention_and_feed_forward(x, memory_keys, memory_values, memory_mask, False,
+                                                            native_attention)
         return outputs, key_cache, value_cache
 
-    def _cross_attention_and_feed_forward(self, x, memory_keys, memory_values, memory_mask, training):
-        """(outputs, cross-attention weights)."""
+    def _cross_attention_and_feed_forward(self, x, memory_keys, memory_values, memory_mask, training,
+                                          native_attention: bool = False):
+        """(outputs, cross-attention weights; None with `native_attention`)."""
         y = self.cross_attention_residual.prepare(x)
         y, weights = self.cross_attention.attend(
-            y, memory_keys, memory_values, memory_mask, training=training, return_attention_scores=True
+            y, memory_keys, memory_values, memory_mask, training=training, return_attention_scores=True,
+            native_step=native_attention,
         )
         x = self.cross_attention_residual.finish(x, y, training)
         y = self.feed_forward(self.feed_forward_residual.prepare(x), training=training)

@@ -322,20 +322,22 @@ class Transformer(keras.Model):
         return self.softmax_projection.output_weights(vocabulary, product)
 
     def decode_step(self, ids, index, cache: DecoderCache, memory: DecoderMemory, output_weights,
-                    float32_logits: bool = True, group_rows=None):
+                    float32_logits: bool = True, group_rows=None, native_attention: bool = False):
         """Feeds `ids` [N] at position `index` (= the cache's length), N = B * K hypotheses of
         the memory's B sentences; returns (next-token logits [N, V'] over the columns of
         `output_weights` (`output_weights()`), the cache one position longer). The logits are
         float32, or with `float32_logits=False` in the output product's dtype (bfloat16 in a
         bf16 model: for a consumer that reads them as they are, the native beam kernel). With
         grouped output weights, `group_rows` [G] says how many of the N rows, in order, are
-        each group's: a row's columns are its group's tokens."""
+        each group's: a row's columns are its group's tokens. `native_attention`: each
+        attention as one native kernel (decoding in this process; the same values)."""
         x, copied = self._embed_targets(ids[:, None], index, training=False, copied_before=cache.copied)
         x = ops.reshape(x, (-1, self.hparams.hidden_size))  # [N, d]: the step runs on rank-2 tensors
         keys, values = [], []
         for layer, block in enumerate(self.decoder_blocks):
             x, layer_keys, layer_values = block.call_with_cache(
-                x, memory.keys[layer], memory.values[layer], memory.mask, cache.keys[layer], cache.values[layer]
+                x, memory.keys[layer], memory.values[layer], memory.mask, cache.keys[layer], cache.values[layer],
+                native_attention,
             )
             keys.append(layer_keys)
             values.append(layer_values)

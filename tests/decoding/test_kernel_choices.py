@@ -24,7 +24,7 @@ class _Measure:
 
 
 TIMES = {"step_product": {"nn": 3.0, "nt": 1.0, "tn": 2.0}, "beam_candidates": {"native": 2.0, "graph": 1.0},
-         "top_k": {"native": 1.0, "graph": 2.0}}
+         "top_k": {"native": 1.0, "graph": 2.0}, "attention": {"native": 1.0, "graph": 3.0}}
 
 
 def _projection():
@@ -37,11 +37,12 @@ def test_each_choice_is_the_fastest_when_timed_unless_forced():
     measure = _Measure(TIMES)
     chosen = kernel_choices.choose(_projection(), 32, {}, int8_logits=False, measure=measure)
     if native.library() is None:
-        assert (chosen.step_product, chosen.beam_candidates, chosen.top_k) == ("nt", "graph", "graph")
+        assert (chosen.step_product, chosen.beam_candidates, chosen.top_k, chosen.attention) == ("nt", "graph", "graph", "graph")
         assert measure.calls == ["step_product"]  # the native ones are not offered, so not timed
     else:
-        assert (chosen.step_product, chosen.beam_candidates, chosen.top_k) == ("nt", "graph", "native")
-        assert chosen.record()["measured_ms"] == TIMES and chosen.setting() == "step_product=nt;beam_candidates=graph;top_k=native"
+        assert (chosen.step_product, chosen.beam_candidates, chosen.top_k, chosen.attention) == ("nt", "graph", "native", "native")
+        assert chosen.record()["measured_ms"] == TIMES
+        assert chosen.setting() == "step_product=nt;beam_candidates=graph;top_k=native;attention=native"
     forced = kernel_choices.choose(_projection(), 32, kernel_choices.forced_choices("step_product=tn;beam_candidates=graph"),
                                    int8_logits=False, measure=_Measure(TIMES))
     assert (forced.step_product, forced.beam_candidates) == ("tn", "graph") and "step_product" not in forced.record().get("measured_ms", {})
@@ -66,11 +67,11 @@ def test_native_kernels_are_offered_only_in_process_where_they_built(monkeypatch
 
 def test_the_timings_time_every_alternative_here():
     projection = _projection()
-    chosen = kernel_choices.choose(projection, 16, {}, int8_logits=False)
+    chosen = kernel_choices.choose(projection, 16, {}, int8_logits=False, attention=(2, 8))
     measured = chosen.record()["measured_ms"]
     assert sorted(measured["step_product"]) == ["nn", "nt", "tn"]
     if native.library() is not None:
-        assert sorted(measured["beam_candidates"]) == sorted(measured["top_k"]) == ["graph", "native"]
+        assert sorted(measured["beam_candidates"]) == sorted(measured["top_k"]) == sorted(measured["attention"]) == ["graph", "native"]
     assert all(ms > 0 for times in measured.values() for ms in times.values())
 
 
@@ -97,6 +98,7 @@ def test_the_choices_are_in_the_settings_the_output_record_and_run_json(trained_
     assert kernel_choices.forced_choices(chosen).keys() == kernel_choices.ALTERNATIVES.keys()
     assert translator.search_module(kernel_choices=chosen) is translator.search_module()
     lines = ["A dog runs in the snow.", "Two men are playing football on a green field."]
-    graph = translator.search_module(kernel_choices="step_product=nn;beam_candidates=graph;top_k=graph")
+    graph = translator.search_module(kernel_choices="step_product=nn;beam_candidates=graph;top_k=graph;attention=graph")
     assert graph.kernels.native_choices == [] and graph.decode_hparams.kernel_choices.startswith("step_product=nn")
-    assert translator.generate(lines) == translator.generate(lines, kernel_choices="step_product=nn;beam_candidates=graph;top_k=graph")
+    assert translator.generate(lines) == translator.generate(
+        lines, kernel_choices="step_product=nn;beam_candidates=graph;top_k=graph;attention=graph")

@@ -101,7 +101,8 @@ def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES, n
     native_ = "native" if native_kernels or int8_logits else "graph"
     return graph_search.search_batch(model, sources, 4, 0.6, graph_search.max_lengths(sources, 6), token_filter,
                                      cached=cached, shortlist=shortlist, n_best=4,
-                                     kernels=DecodeKernels(beam_candidates=native_, top_k=native_, int8_logits=int8_logits))
+                                     kernels=DecodeKernels(beam_candidates=native_, top_k=native_, attention=native_,
+                                                           int8_logits=int8_logits))
 
 
 @pytest.mark.parametrize("vocab, listed, precision", [
@@ -109,9 +110,9 @@ def _search(model, shortlist, cached=True, token_filter=None, sources=SOURCES, n
 ])
 def test_the_native_kernels_search_as_the_graph_ops(vocab, listed, precision):
     """The search in this process with the native kernels (the step's logits read as the
-    product gives them, bfloat16 in a bf16 model): the same n-best lists, scores equal to
-    float32 rounding, with the whole vocabulary and over a shortlist (columns unknown when
-    the graph is built)."""
+    product gives them, bfloat16 in a bf16 model; its attentions as one kernel each): the same
+    n-best lists, scores equal to float32 rounding, with the whole vocabulary and over a
+    shortlist (columns unknown when the graph is built)."""
     assert native.library() is not None, native.unavailable_reason()
     hp = dataclasses.replace(registry.hparams("transformer_tiny"), hidden_size=32, filter_size=64)
     model = factory.in_precision(Transformer.from_hparams(hp, vocab), precision)

@@ -30,7 +30,7 @@ import tensorflow as tf
 from absl import logging
 
 SOURCES = ("layer_norm.cc", "residual_norm.cc", "bias_relu.cc", "cross_entropy.cc", "top_k.cc", "beam_candidates.cc",
-           "int8_logits.cc")
+           "int8_logits.cc", "attention_step.cc")
 HEADERS = ("rows.h", "row_norm.h", "row_top_k.h")
 SOURCE_DIR = pathlib.Path(__file__).parent
 BUILD_SECONDS = 600  # a compiler that takes longer is stuck
