@@ -17,9 +17,9 @@ figure is its best round's sentences/s (each round: decode_file.py's median of -
 decodings after a warm-up, SentencePiece included, start-up and tracing not) and that round's
 sacreBLEU. Then the headline ratios: our fastest configuration within 0.3 BLEU of ours fp32
 over CTranslate2's fastest within 0.3 BLEU of its float32, without lists (no shortlist, no
-vmap) and with them (shortlist against vmap); issue 85 asks for at least 1.0x without and 0.8x with them. Beside
-each, the median over rounds of the same two configurations' ratio within a round (steadier on a
-drifting machine).
+vmap) and with them (shortlist against vmap); issue 85 asks for at least 1.0x without and 0.8x
+with them. Beside each, the median over rounds of the same two configurations' ratio within a
+round (steadier on a drifting machine).
 
 `--view=command` measures what a user's command pays instead: each configuration decodes the
 file once in a fresh process after a decoding of its first line (`decode_file.py --cold
