@@ -95,7 +95,7 @@ def choose(projection, rows: int, forced: dict, int8_logits: bool, in_process: b
     def why_unavailable(name, value):
         return native.unavailable_reason() if in_process else "an export's graph holds TensorFlow's ops only"
 
-    measure = measure or _Timings(projection, rows, attention)
+    measure = measure or MachineTimings(_Timings(projection, rows, attention), projection, rows, attention)
     record, how = choices.resolve(ALTERNATIVES, options, forced, measure, source=SOURCE, why_unavailable=why_unavailable)
     if int8_logits and native.library() is None:
         logging.warning("int8_logits: the native kernels are not built here (%s); the output product stays float.",
@@ -104,6 +104,51 @@ def choose(projection, rows: int, forced: dict, int8_logits: bool, in_process: b
     measured = tuple((name, tuple(times.items())) for name, times in record.get("measured_ms", {}).items())
     return DecodeKernels(**{name: record[name] for name in ALTERNATIVES}, int8_logits=int8_logits and available,
                          measured_ms=measured)
+
+
+class MachineTimings:
+    """`timings` (name -> {value: ms}) measured once per machine and size: kept in the native
+    kernels' cache directory (`kernels.native.cache_dir()`) under a key of the CPU (its model and
+    flags), TensorFlow's version, the native library and the sizes timed, so that a decoder's
+    start on the same machine does not time the same kernels again (a second or more of each
+    command); another CPU, library or size is timed afresh. A cache that cannot be read or
+    written is passed over."""
+
+    FILE = "decode_kernel_timings.json"
+
+    def __init__(self, timings, projection, rows: int, attention: tuple[int, int]):
+        import hashlib
+
+        import tensorflow as tf
+
+        from t2t_keras.kernels import native
+
+        self.timings = timings
+        sources = [(native.SOURCE_DIR / name).read_text() for name in native.SOURCES + native.HEADERS]
+        machine = "\n".join([native.cpu_flags(), tf.__version__, native.unavailable_reason() or "built", *sources])
+        sizes = (str(projection.embeddings.dtype), projection.vocab_size, projection.hidden_size, rows, *attention)
+        self.key = hashlib.sha256(machine.encode()).hexdigest()[:16] + ":" + ",".join(map(str, sizes))
+        self.path = native.cache_dir() / self.FILE
+
+    def __call__(self, name: str) -> dict:
+        import json
+
+        from t2t_keras import files
+
+        key = f"{self.key}:{name}"
+        try:
+            cached = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        except (OSError, ValueError):
+            cached = {}
+        if isinstance(cached.get(key), dict):
+            return cached[key]
+        measured = self.timings(name)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            files.write_atomically(str(self.path), json.dumps({**cached, key: measured}, indent=1) + "\n")
+        except OSError:
+            pass
+        return measured
 
 
 class _Timings:

@@ -102,3 +102,26 @@ def test_the_choices_are_in_the_settings_the_output_record_and_run_json(trained_
     assert graph.kernels.native_choices == [] and graph.decode_hparams.kernel_choices.startswith("step_product=nn")
     assert translator.generate(lines) == translator.generate(
         lines, kernel_choices="step_product=nn;beam_candidates=graph;top_k=graph;attention=graph")
+
+
+def test_the_timings_are_measured_once_per_machine_and_size(tmp_path, monkeypatch):
+    """A second start on the machine reads what the first measured (a decoder's start pays no
+    timing); another size is measured afresh; a damaged cache is measured over."""
+    monkeypatch.setenv("T2T_KERAS_CACHE", str(tmp_path))
+    calls = []
+
+    def timings(name):
+        calls.append(name)
+        return TIMES[name]
+
+    def chosen(rows):
+        cached = kernel_choices.MachineTimings(timings, _projection(), rows, (2, 8))
+        return kernel_choices.choose(_projection(), rows, {}, int8_logits=False, measure=cached)
+
+    first = chosen(32)
+    measured = len(calls)
+    assert measured >= 1 and chosen(32) == first and len(calls) == measured
+    chosen(64)
+    assert len(calls) == 2 * measured
+    (tmp_path / kernel_choices.MachineTimings.FILE).write_text("{damaged")
+    assert chosen(32) == first and len(calls) == 3 * measured

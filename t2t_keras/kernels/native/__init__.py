@@ -70,7 +70,7 @@ def build_and_load(compiler_name: str, directory: pathlib.Path):
         key = hashlib.sha256("\n".join([
             *((SOURCE_DIR / name).read_text() for name in SOURCES + HEADERS), " ".join([compiler, *compile_flags, *link_flags]),
             tf.__version__,
-            _compiler_version(compiler), _cpu_flags()]).encode()).hexdigest()[:16]
+            _compiler_version(compiler), cpu_flags()]).encode()).hexdigest()[:16]
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"ops-{key}.so"
         with open(directory / ".lock", "w") as lock:
@@ -126,7 +126,7 @@ def _compiler_version(compiler: str) -> str:
     return subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
 
 
-def _cpu_flags() -> str:
+def cpu_flags() -> str:
     """What -march=native compiles for: the CPU's model and feature flags (Linux), else the platform."""
     try:
         lines = pathlib.Path("/proc/cpuinfo").read_text().splitlines()
