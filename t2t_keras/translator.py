@@ -129,40 +129,56 @@ class Translator:
         """The checkpoints that decode (the run's first), or the export's version directory."""
         return self._backend.checkpoint_paths
 
-    def generate(self, texts: list[str], *, batch_size: int | None = None, progress: bool = False,
-                 **settings) -> list[str]:
-        """The best output of each text (an empty one for a blank text)."""
+    def generate(self, texts: list[str], *, prefix: list | None = None, avoid: list | None = None,
+                 batch_size: int | None = None, progress: bool = False, **settings) -> list[str]:
+        """The best output of each text (an empty one for a blank text); `prefix` and `avoid`
+        as `translate`'s."""
         texts = _checked_list(texts, "generate")
+        steering = _checked_steering(len(texts), prefix, avoid, "generate")
         return [hypotheses[0].text for hypotheses in
-                self._translate_iter(texts, "generate", 1, False, batch_size, progress, settings)]
+                self._translate_iter(texts, "generate", 1, False, batch_size, progress, settings, *steering)]
 
-    def translate(self, texts: list[str], *, n_best: int = 1, log_probs: bool = False, batch_size: int | None = None,
-                  progress: bool = False, **settings) -> list[list[Hypothesis]]:
+    def translate(self, texts: list[str], *, n_best: int = 1, log_probs: bool = False, prefix: list | None = None,
+                  avoid: list | None = None, batch_size: int | None = None, progress: bool = False,
+                  **settings) -> list[list[Hypothesis]]:
         """The `n_best` best `Hypothesis`es of each text, best first: text, score (what the search
         ranked by), with `log_probs` log P(text | input) (a teacher-forced pass more; else None),
-        and whether the text was cut to max_input_tokens (`truncated`)."""
+        and whether the text was cut to max_input_tokens (`truncated`).
+
+        Steering, one item per text (None: none): `prefix`, the text each output starts with
+        (its pieces forced and scored; one ending inside a word, "Ein Hu", is completed by a
+        piece that continues the word: "Ein Hund"); `avoid`, a list of terms (words or phrases)
+        none of whose spellings may appear in the output. n_best gives the best different
+        continuations of a prefix."""
         texts = _checked_list(texts, "translate")
-        return list(self._translate_iter(texts, "translate", n_best, log_probs, batch_size, progress, settings))
+        steering = _checked_steering(len(texts), prefix, avoid, "translate")
+        return list(self._translate_iter(texts, "translate", n_best, log_probs, batch_size, progress, settings, *steering))
 
     def translate_iter(self, texts: Iterable[str], *, n_best: int = 1, log_probs: bool = False,
-                       batch_size: int | None = None, progress: bool = False, **settings) -> Iterator[list[Hypothesis]]:
+                       prefix: Iterable | None = None, avoid: Iterable | None = None, batch_size: int | None = None,
+                       progress: bool = False, **settings) -> Iterator[list[Hypothesis]]:
         """`translate` for inputs read lazily (a file's lines, a generator; each text's one line
-        break at its end is dropped): each text's hypotheses in input order, a window of texts (8
-        batches) at a time, so memory holds one window. With sampling, the i-th text's samples
-        depend on the seed and i only."""
+        break at its end is dropped; `prefix` and `avoid` likewise, an item per text): each
+        text's hypotheses in input order, a window of texts (8 batches) at a time, so memory
+        holds one window. With sampling, the i-th text's samples depend on the seed and i only."""
         if isinstance(texts, (str, bytes)):
             raise TypeError(_NOT_A_LIST.format(method="translate_iter"))
-        return self._translate_iter(texts, "translate_iter", n_best, log_probs, batch_size, progress, settings)
+        steering = _checked_steering(None, prefix, avoid, "translate_iter")
+        return self._translate_iter(texts, "translate_iter", n_best, log_probs, batch_size, progress, settings, *steering)
 
     def _translate_iter(self, texts, method: str, n_best: int, log_probs: bool, batch_size, progress: bool,
-                        settings: dict) -> Iterator[list[Hypothesis]]:
+                        settings: dict, prefix=None, avoid=None) -> Iterator[list[Hypothesis]]:
         call = self._call_settings(batch_size, settings, method)
         translate_window = self._backend.window_translator(call, n_best, log_probs)
         bar = _bar(progress, texts)
         replaced = []
+        steered = prefix is not None or avoid is not None
+        items = _steered_items(_checked_texts(texts, method, replaced), prefix, avoid, method)
         try:
-            for numbers, lines in windows(_checked_texts(texts, method, replaced), window_lines(call)):
-                outputs, _ = translate_window(lines, numbers, bar.update)
+            for numbers, window in windows(items, window_lines(call)):
+                lines = [line for line, _, _ in window]
+                steering = {"prefixes": [p for _, p, _ in window], "avoids": [a for _, _, a in window]} if steered else {}
+                outputs, _ = translate_window(lines, numbers, bar.update, **steering)
                 yield from outputs
         finally:
             bar.close()
@@ -195,6 +211,38 @@ class Translator:
 
 _NOT_A_LIST = "{method} takes a list of sentences, e.g. {method}([\"A dog runs.\"]), not a string."
 _SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _checked_steering(count: int | None, prefix, avoid, method: str) -> tuple:
+    """(prefix, avoid) as given (None, or one item per text: lists when `count` is the number of
+    texts, any iterable for translate_iter); a bare string is a TypeError, a list of another
+    length one line."""
+    for name, items in (("prefix", prefix), ("avoid", avoid)):
+        if items is None:
+            continue
+        if isinstance(items, (str, bytes)):
+            example = '["Ein Hund"]' if name == "prefix" else '[["Hund"]]'
+            raise TypeError(f"{method}: {name} takes one item per text, e.g. {name}={example}, not a string.")
+        if count is not None and len(items) != count:
+            raise UsageError(f"{method}: {name} has {len(items)} items for {count} texts; give one per text (None for none).")
+    return prefix, avoid
+
+
+def _steered_items(numbered_lines, prefix, avoid, method: str):
+    """(index, (line, its prefix, its avoided terms)) of each (index, line), each item checked:
+    a prefix a str without a line break, or None; avoided terms a list of strs, or None."""
+    import itertools
+
+    prefixes = itertools.repeat(None) if prefix is None else iter(prefix)
+    avoids = itertools.repeat(None) if avoid is None else iter(avoid)
+    for (index, line), start, terms in zip(numbered_lines, prefixes, avoids):
+        if start is not None and (not isinstance(start, str) or "\n" in start):
+            raise TypeError(f"{method}: prefix item {index} is {type(start).__name__} {start!r:.40}; give a str "
+                            "of one line, or None.")
+        if terms is not None and (isinstance(terms, str) or not all(isinstance(t, str) for t in terms)):
+            raise TypeError(f"{method}: avoid item {index} is {terms!r:.60}; give a list of terms, e.g. [\"Hund\"], "
+                            "or None.")
+        yield index, (line, start, list(terms) if terms is not None else None)
 
 
 def _replaced(defaults: DecodeHParams, settings: dict, method: str) -> DecodeHParams:

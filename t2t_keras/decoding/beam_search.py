@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import tensorflow as tf
 
+from t2t_keras.decoding.controls import SearchControls, step_allowed
 from t2t_keras.decoding.kernel_choices import GRAPH_ONLY, DecodeKernels
 from t2t_keras.kernels.beam_candidates import NEG_INF, masked_by_sentence, row_candidates
 from t2t_keras.kernels.softmax import log_normalizers_at
@@ -92,6 +93,7 @@ def beam_search(
     sentence_state=(),
     kernels: DecodeKernels = GRAPH_ONLY,
     min_length: int = 0,
+    controls: SearchControls | None = None,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
 
@@ -142,6 +144,10 @@ def beam_search(
         not a candidate before then (its probability still counts in the normaliser, as
         CTranslate2's min_decoding_length and fairseq's --min-len); a sentence whose maximum
         length is smaller ends at its maximum.
+      controls: each sentence's prefix and avoided terms (`controls.SearchControls`, [B, ...]
+        each): they restrict the tokens a hypothesis may take (`controls.step_allowed`); its
+        scores stay the model's log-probabilities over the whole vocabulary, so a forced
+        prefix's pieces count in them.
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"beam_search: n_best={n_best} must be 1 to beam_size ({beam_size}).")
@@ -155,6 +161,10 @@ def beam_search(
         column_mask = ()
     if vocabulary is None:
         sentence_groups = ()
+    steering = controls is not None
+    restricted = token_filter is not None or steering
+    if controls is None:
+        controls = ()
 
     # Every sentence's K best finished hypotheses, by score, final once the sentence settles.
     finished_seqs = tf.fill([batch_size, K, 1], PAD_ID)
@@ -195,7 +205,7 @@ def beam_search(
         return (index < max_length) & (tf.size(active) > 0)
 
     def body(index, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states):
-        state, filter_state, sentence_state, column_mask, sentence_groups = states
+        state, filter_state, sentence_state, column_mask, sentence_groups, controls = states
         searching = tf.shape(active)[0]
         active_max_lengths = tf.gather(max_lengths, active)
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
@@ -208,13 +218,18 @@ def beam_search(
         row_k = 2 * K + (min_length > 0)
         row_k = row_k if logits.shape[-1] is None else min(row_k, logits.shape[-1])
         mask = None if isinstance(column_mask, tuple) else column_mask
-        if token_filter is None:
+        if not restricted:
             row_log_probs, row_tokens, eos_log_probs = row_candidates(logits, row_k, eos_column, kernels.beam_candidates == "native", mask)
             eos_log_probs = eos_log_probs[:, None]
         else:
             logits = masked_by_sentence(tf.cast(logits, tf.float32), mask)
-            filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
-            allowed = token_filter.allowed(filter_state, room)
+            allowed = None
+            if token_filter is not None:
+                filter_state = tf.cond(index > 0, lambda: token_filter.update(filter_state, ids), lambda: filter_state)
+                allowed = token_filter.allowed(filter_state, room)
+            if steering:
+                steered = step_allowed(controls, alive_seqs, index, tf.shape(controls.completion)[1])
+                allowed = steered if allowed is None else allowed & steered
             if vocabulary is not None:
                 allowed = tf.gather(allowed, tf.gather(vocabulary, tf.repeat(sentence_groups, K)), batch_dims=1)
             row_logits, row_tokens = top_k_rows(tf.where(allowed, logits, NEG_INF), row_k, kernels.top_k == "native")
@@ -272,14 +287,14 @@ def beam_search(
         parent_rows = tf.range(searching)[:, None] * K + parent_beams
         active, alive_seqs, alive_log_probs, states = drop_settled(
             done, parent_rows, active, alive_seqs, alive_log_probs,
-            (state, filter_state, sentence_state, column_mask, sentence_groups))
+            (state, filter_state, sentence_state, column_mask, sentence_groups, controls))
         return index + 1, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states
 
     # A sentence that may generate nothing (max length 0) is settled before any step.
     first_rows = tf.range(batch_size)[:, None] * K + tf.range(K)[None, :]
     active, alive_seqs, alive_log_probs, states = drop_settled(
         max_lengths <= 0, first_rows, active, alive_seqs, alive_log_probs,
-        (initial_state, filter_state, sentence_state, column_mask, sentence_groups))
+        (initial_state, filter_state, sentence_state, column_mask, sentence_groups, controls))
     loop_vars = (tf.constant(0), active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states)
     shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
     _, _, _, _, finished_seqs, finished_scores, finished_flags, _ = tf.while_loop(

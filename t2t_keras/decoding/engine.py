@@ -16,8 +16,10 @@ the settings the engine reports (`settings.kernel_choices`). Nothing else constr
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from t2t_keras.decoding import kernel_choices
+from t2t_keras.decoding.controls import Steering, TargetPieces
 from t2t_keras.decoding.line_decoding import postprocess, score_lines, translate_lines
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
@@ -89,14 +91,24 @@ class DecodingEngine:
         return self._model(self.settings.precision)
 
     def window_translator(self, settings: DecodeHParams, n_best: int, log_probs: bool):
+        """(lines, line numbers, on_lines(count), prefixes=None, avoids=None) -> (each line's
+        hypotheses, repairs): `prefixes` and `avoids`, each line's prefix and avoided terms."""
         module = self.search_module(settings)
 
-        def translate(lines, numbers, on_lines):
+        def translate(lines, numbers, on_lines, prefixes=None, avoids=None):
+            steering = None
+            if prefixes is not None or avoids is not None:
+                steering = Steering(self.target_pieces, prefixes or [None] * len(lines), avoids or [None] * len(lines))
             outputs = translate_lines(module, lines, n_best, log_probs, line_numbers=numbers, on_lines=on_lines,
-                                      batching=settings)
+                                      batching=settings, steering=steering)
             return postprocess(self.problem, lines, outputs) if self.problem is not None else (outputs, 0)
 
         return translate
+
+    @functools.cached_property
+    def target_pieces(self) -> TargetPieces:
+        """The target vocabulary's pieces as text, for prefixes and avoided terms (made on first use)."""
+        return TargetPieces(self.vocabularies.target)
 
     def score(self, sources: list[str], targets: list[str], settings: DecodeHParams) -> list[float]:
         return score_lines(self.search_module(settings), sources, targets, batching=settings)

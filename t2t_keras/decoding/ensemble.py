@@ -21,6 +21,7 @@ class Ensemble(tf.Module):
         super().__init__(name="ensemble")
         self.models = list(models)
         self.hparams = self.models[0].hparams
+        self.target_vocab_size = self.models[0].target_vocab_size
         # What the decode kernel choices are timed on: the first member's (the members share the vocabulary).
         self.softmax_projection = self.models[0].softmax_projection
 

@@ -19,7 +19,7 @@ SHORTLIST_GROUPS = 8
 
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
                  cached: bool = True, shortlist=None, exact: bool = False,
-                 n_best: int = 1, kernels: DecodeKernels = GRAPH_ONLY, min_length: int = 0):
+                 n_best: int = 1, kernels: DecodeKernels = GRAPH_ONLY, min_length: int = 0, controls=None):
     """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
     once, its keys and values are projected once per layer (`init_decoding`), and every step
     feeds one token per hypothesis. `cached=False` runs the whole decoder over each
@@ -29,15 +29,19 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     `n_best`: when the search stops (`beam_search.beam_search`); `kernels`: the step's kernel
     choices (`kernel_choices.DecodeKernels`: the output product's orientation or int8, the
     native beam kernels of a search run in this process); `min_length`: no output ends
-    before it has this many tokens, EOS included (`beam_search.beam_search`). Returns a `beam_search.BeamSearchResult`."""
+    before it has this many tokens, EOS included (`beam_search.beam_search`); `controls`: each
+    sentence's prefix and avoided terms (`controls.SearchControls`), whose pieces a shortlist's
+    rows then include. Returns a `beam_search.BeamSearchResult`."""
     import tensorflow as tf
 
     from t2t_keras.decoding.beam_search import beam_search
 
     vocabulary = groups = mask = None
     if shortlist is not None:
-        vocabulary, groups = shortlist.vocabularies(input_ids, SHORTLIST_GROUPS)
-        mask = shortlist.sentence_mask(input_ids, vocabulary, groups)
+        extra = None if controls is None else controls.target_ids
+        width = None if controls is None else model.target_vocab_size
+        vocabulary, groups = shortlist.vocabularies(input_ids, SHORTLIST_GROUPS, extra, width)
+        mask = shortlist.sentence_mask(input_ids, vocabulary, groups, extra, width)
     encoded = model.encode(input_ids, training=False)
     if cached:
         memory, state = model.init_decoding(encoded, beam_size)
@@ -52,7 +56,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
         step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
         eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state, vocabulary=vocabulary,
         sentence_groups=groups, column_mask=mask, exact=exact, n_best=n_best, sentence_state=memory,
-        kernels=kernels, min_length=min_length,
+        kernels=kernels, min_length=min_length, controls=controls,
     )
 
 
@@ -133,12 +137,15 @@ def is_over(input_ids, cap: int):
     return lengths > cap if cap else tf.zeros_like(lengths, tf.bool)
 
 
-def max_lengths(input_ids, extra_length: int, max_position: int | None = None):
+def max_lengths(input_ids, extra_length: int, max_position: int | None = None, forced_lengths=None):
     """The most tokens (EOS included) each sentence of source ids [B, S] may generate: its
-    length + extra_length, and never past a learned position table's end."""
+    length + extra_length (or its `forced_lengths` [B], a prefix's pieces, + extra_length, if
+    more), and never past a learned position table's end."""
     import tensorflow as tf
 
     lengths = source_lengths(input_ids) + extra_length
+    if forced_lengths is not None:
+        lengths = tf.maximum(lengths, forced_lengths + extra_length)
     return lengths if max_position is None else tf.minimum(lengths, max_position)
 
 

@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from t2t_keras.decoding.controls import Steering
 from t2t_keras.decoding.hypothesis import EMPTY, Hypothesis
 from t2t_keras.errors import UsageError
 from t2t_keras.token_ids import PAD_ID
@@ -63,7 +64,7 @@ def n_best_hypotheses(sentences: list[str], row_batches: Iterable[list[int]], se
 
 def translate_lines(module, lines: list[str], n_best: int = 1, log_probs: bool = True,
                     line_numbers: list[int] | None = None, on_lines: Callable = lambda count: None,
-                    batching=None) -> list[list[Hypothesis]]:
+                    batching=None, steering: Steering | None = None) -> list[list[Hypothesis]]:
     """The `n_best` (at most beam_size) best hypotheses of each line, best first, in input order,
     with a `SearchModule`: lines sorted by length into `batches`, blank lines EMPTY; with the
     module's reverse model, the whole beam reranked by it (`rerank_by_reverse`). `batching`
@@ -74,31 +75,45 @@ def translate_lines(module, lines: list[str], n_best: int = 1, log_probs: bool =
     computes it (a second forward over every output: long for parsing). `on_lines(count)` is
     told as lines are done (a progress bar). With sampling, line i's samples come from the
     seed of its number `line_numbers[i]` (default: i), whatever batch it lands in. A line longer
-    than the module's max_input_tokens is translated from its first ones (Hypothesis.truncated)."""
+    than the module's max_input_tokens is translated from its first ones (Hypothesis.truncated).
+    `steering` (`controls.Steering`): each line's prefix and avoided terms; of a sentence's beam,
+    the best hypotheses without an avoided term come first (the search bans every spelling of
+    it up to `controls.MAX_SPELLINGS`; this catches any other)."""
     vocabularies, hparams = module.vocabularies, module.decode_hparams
     batching = batching or hparams
     if not 1 <= n_best <= hparams.beam_size:
         raise UsageError(f"n_best={n_best}: choose 1 to beam_size ({hparams.beam_size}).")
+    steering = steering if steering is not None and steering.active else None
+    if steering is not None and hparams.sampling:
+        raise UsageError("prefix and avoid steer beam search; with sampling (sampling_top_k) the outputs are drawn: "
+                         "decode with sampling_top_k=0.")
     line_numbers = list(range(len(lines))) if line_numbers is None else line_numbers
     encoded, row_batches = sorted_batches(lines, vocabularies.source, batching, on_lines)
     reverse = module.reverse
 
     def search(rows):
         batch = padded_batch([encoded[i] for i in rows])
-        if hparams.sampling:
+        if steering is not None:
+            result = module.steered_ids(batch, *steering.arrays(rows))
+        elif hparams.sampling:
             result = module.sample_ids(batch, np.array([line_seed(hparams.seed, line_numbers[i]) for i in rows], np.int64))
         else:  # the best only (unless a reverse model reranks them all): a search that stops as soon as it is settled
             result = (module.best_ids if n_best == 1 and reverse is None else module.translate_ids)(batch)
         return result["ids"].numpy(), result["scores"].numpy()
 
     def rerank(rows, hypotheses):
-        return rerank_by_reverse(reverse, [lines[i] for i in rows], [len(encoded[i]) for i in rows], hypotheses,
-                                 batching.reverse_weight, n_best)
+        if reverse is not None:
+            hypotheses = rerank_by_reverse(reverse, [lines[i] for i in rows], [len(encoded[i]) for i in rows], hypotheses,
+                                           batching.reverse_weight, hparams.beam_size)
+        if steering is not None:
+            hypotheses = [steering.without_avoided(i, beam) for i, beam in zip(rows, hypotheses)]
+        return [beam[:n_best] for beam in hypotheses]
 
     cap = hparams.max_input_tokens
     return n_best_hypotheses(lines, row_batches, search, vocabularies.target.decode,
                              (lambda s, t: score_lines(module, s, t, batching=batching)) if log_probs else None, n_best,
-                             on_batch=lambda rows: on_lines(len(rows)), rerank=rerank if reverse is not None else None,
+                             on_batch=lambda rows: on_lines(len(rows)),
+                             rerank=rerank if reverse is not None or steering is not None else None,
                              truncated=lambda i: bool(cap) and len(encoded[i]) > cap)
 
 

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding import graph_search
 from t2t_keras.decoding.beam_search import search_in_parts
+from t2t_keras.decoding.controls import SearchControls
 from t2t_keras.decoding.kernel_choices import DecodeKernels
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.system import decoding_parts
@@ -81,6 +82,25 @@ class SearchModule(tf.Module):
         (the decoder without --n_best, serving_default) runs."""
         return self._translate_ids(input_ids, 1)
 
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, None], tf.int32, name="input_ids"),
+            tf.TensorSpec([None, None], tf.int32, name="prefix_ids"),
+            tf.TensorSpec([None], tf.int32, name="prefix_lengths"),
+            tf.TensorSpec([None, None], tf.bool, name="completion"),
+            tf.TensorSpec([None, None, None], tf.int32, name="banned_context"),
+            tf.TensorSpec([None, None], tf.int32, name="banned_tokens"),
+            tf.TensorSpec([None, None], tf.int32, name="target_ids"),
+        ],
+        autograph=False,
+    )
+    def steered_ids(self, input_ids, *controls):
+        """translate_ids steered by each sentence's `controls.SearchControls` (a prefix its
+        output starts with, terms it avoids): the K hypotheses of each, all settled."""
+        result = search_in_parts(functools.partial(self._search, n_best=self.decode_hparams.beam_size),
+                                 self._capped(input_ids), self.parallel_parts, *controls)
+        return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
+
     def _translate_ids(self, input_ids, n_best: int):
         if self.decode_hparams.sampling:
             return self.sample_ids(input_ids, self._seeds_of(input_ids))
@@ -107,11 +127,14 @@ class SearchModule(tf.Module):
     def _max_lengths(self, input_ids):
         return graph_search.max_lengths(input_ids, self.decode_hparams.extra_length, self.max_position)
 
-    def _search(self, input_ids, n_best: int):
+    def _search(self, input_ids, *controls, n_best: int):
         hp = self.decode_hparams
-        return graph_search.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, self._max_lengths(input_ids),
-                                           self.token_filter, shortlist=self.shortlist, exact=hp.exact_search,
-                                           n_best=n_best, kernels=self.kernels, min_length=hp.min_length)
+        controls = SearchControls(*controls) if controls else None
+        max_lengths = graph_search.max_lengths(input_ids, hp.extra_length, self.max_position,
+                                               None if controls is None else controls.prefix_lengths)
+        return graph_search.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, max_lengths,
+                                         self.token_filter, shortlist=self.shortlist, exact=hp.exact_search,
+                                         n_best=n_best, kernels=self.kernels, min_length=hp.min_length, controls=controls)
 
     def _sample(self, input_ids, seeds):
         hp = self.decode_hparams

@@ -127,12 +127,13 @@ class Shortlist(NamedTuple):
         `frequent` most frequent tokens only."""
         return Shortlist(self.candidates[:, :per_source], self.frequent[:frequent])
 
-    def vocabularies(self, input_ids, groups: int):
+    def vocabularies(self, input_ids, groups: int, extra_ids=None, target_size: int | None = None):
         """(int32 [groups, V'], int32 [B]): the output rows of each group of the source ids [B, S]
         (contiguous runs of ceil(B / groups) sentences; the last groups may be empty) and each
         sentence's group. A group's row holds, ascending and once each, the reserved tokens, the
-        frequent ones and its sentences' candidates: the rows its hypotheses' step multiplies
-        by. (A name spelled alike on both sides is its own best candidate: Dice 1.) The
+        frequent ones and its sentences' candidates (and their `extra_ids` [B, E], target ids a
+        prefix forces or completes, of a vocabulary of `target_size`): the rows its hypotheses'
+        step multiplies by. (A name spelled alike on both sides is its own best candidate: Dice 1.) The
         reserved tokens lead every row, so EOS has the same column in each. Each row's last
         token is repeated up to V' (the longest row rounded up to a multiple of TOP_K_BLOCK
         columns), in columns `sentence_mask` never allows, so that beam search's blocked top-k
@@ -141,8 +142,8 @@ class Shortlist(NamedTuple):
 
         from t2t_keras.kernels.top_k import TOP_K_BLOCK
 
-        candidates = self._candidates_of(input_ids)  # [B, S * K]
-        batch, tokens_width = tf.shape(candidates)[0], self._width()
+        candidates = self._candidates_of(input_ids, extra_ids)  # [B, S * K (+ E)]
+        batch, tokens_width = tf.shape(candidates)[0], self._width(target_size)
         sentence_groups = tf.range(batch) // tf.maximum((batch + groups - 1) // groups, 1)
         listed = tf.reshape(_indicator(tf.reshape(sentence_groups[:, None] * tokens_width + candidates, [-1]),
                                        groups * tokens_width), [groups, tokens_width])
@@ -157,35 +158,39 @@ class Shortlist(NamedTuple):
         vocabulary.set_shape([groups, None])
         return vocabulary, sentence_groups
 
-    def sentence_mask(self, input_ids, vocabulary, sentence_groups):
+    def sentence_mask(self, input_ids, vocabulary, sentence_groups, extra_ids=None, target_size: int | None = None):
         """bool [B, V']: which of its group's `vocabulary` columns are in each sentence's own
         shortlist (the reserved, the frequent and its source ids' candidates). Searching each
         sentence over its own shortlist, not its group's, makes its output independent of its
         batch."""
         import tensorflow as tf
 
-        width = self._width()
-        listed = _indicator(self._candidates_of(input_ids), width) | _indicator(self._always(), width)[None, :]
+        width = self._width(target_size)
+        listed = _indicator(self._candidates_of(input_ids, extra_ids), width) | _indicator(self._always(), width)[None, :]
         first_column_of_its_token = tf.concat(  # not a padding one
             [tf.ones_like(vocabulary[:, :1], tf.bool), vocabulary[:, 1:] > vocabulary[:, :-1]], axis=1)
         columns = tf.gather(vocabulary, sentence_groups)
         return tf.gather(listed, columns, batch_dims=1) & tf.gather(first_column_of_its_token, sentence_groups)
 
-    def _width(self) -> int:
-        """One more than the largest token id the shortlist can name."""
-        return int(max(self.candidates.max(initial=0), self.frequent.max(initial=0), NUM_RESERVED - 1)) + 1
+    def _width(self, target_size: int | None = None) -> int:
+        """One more than the largest token id the shortlist can name (`target_size`: the target
+        vocabulary's, where extra ids may name any)."""
+        return target_size or int(max(self.candidates.max(initial=0), self.frequent.max(initial=0), NUM_RESERVED - 1)) + 1
 
     def _always(self):
         import tensorflow as tf
 
         return tf.concat([tf.range(NUM_RESERVED, dtype=tf.int32), tf.constant(self.frequent)], axis=0)
 
-    def _candidates_of(self, input_ids):
-        """int32 [B, S * K]: the candidates of each sentence's source ids."""
+    def _candidates_of(self, input_ids, extra_ids=None):
+        """int32 [B, S * K (+ E)]: the candidates of each sentence's source ids (and its `extra_ids`)."""
         import tensorflow as tf
 
         candidates = tf.gather(tf.constant(self.candidates), tf.cast(input_ids, tf.int32))
-        return tf.reshape(candidates, [tf.shape(input_ids)[0], -1])
+        candidates = tf.reshape(candidates, [tf.shape(input_ids)[0], -1])
+        if extra_ids is None:
+            return candidates
+        return tf.concat([candidates, tf.cast(extra_ids, tf.int32)], axis=1)
 
     def save(self, path: str) -> None:
         """An .npz file, written atomically."""

@@ -78,7 +78,13 @@ class LoadedExport:
         if not 1 <= n_best <= self.settings.beam_size:
             raise UsageError(f"n_best={n_best}: choose 1 to this export's beam_size ({self.settings.beam_size}).")
 
-        def translate(lines, numbers, on_lines):
+        def translate(lines, numbers, on_lines, prefixes=None, avoids=None):
+            if any(avoids or []):
+                raise UsageError(f"{self.path} is an export: avoided terms are banned by decoding in a process "
+                                 "(Translator.from_preset(RUN_DIR)); a SavedModel has no avoid input.")
+            if any(prefixes or []):
+                raise UsageError(f"{self.path} is an export: its prefix input is the translate_prefix signature's "
+                                 "(TF Serving); from Python, decode a prefix with the run dir.")
             encoded, row_batches = sorted_batches(lines, self.source_vocabulary, settings, on_lines)
             if n_best == 1:  # serving_default: the search that stops once the best is settled, log P with it
                 return self._best(lines, row_batches, log_probs, on_lines), 0
