@@ -9,6 +9,7 @@ ensemble of them); or score given translations.
     t2t-keras-decoder --output_dir=A --ensemble=B,C ...                                     # the three models as one
     t2t-keras-decoder --output_dir=ENDE --reverse_model=DEEN ...   # the beam's hypotheses reranked by log P(en | de)
     t2t-keras-decoder ... --decode_shards=8 --decode_shard_id=3   # lines of block 3 of 8 -> FILE.shard-3-of-8
+    t2t-keras-decoder ... --prefix_file=in.prefix.de --avoid_file=in.avoid.json   # steered, line by line
 
 Output: one line per input line; with --n_best=N, N consecutive lines per input line, best
 first; --with_scores puts the search's score before each output, --with_log_probs log P(output | input)
@@ -71,6 +72,12 @@ def define_flags() -> None:
     flags.DEFINE_bool("start_over", False, "Decode from the first line even if DECODE_TO_FILE holds a resumable earlier run; "
                       "replace a DECODE_TO_FILE the decoder did not write (refused without this flag).")
     flags.DEFINE_bool("progress", True, "Show a progress bar while decoding a file.")
+    flags.DEFINE_string("prefix_file", None,
+                        "Line by line with --decode_from_file, the text each output starts with (empty: none); one "
+                        "ending inside a word (\"Ein Hu\") is completed by a piece that continues the word.")
+    flags.DEFINE_string("avoid_file", None,
+                        "Line by line with --decode_from_file, a JSON list of terms (words or phrases) the output must "
+                        "not contain, e.g. [\"Hund\", \"rote Katze\"] (an empty line: none).")
 
 
 def main(argv) -> int:
@@ -97,6 +104,10 @@ def main(argv) -> int:
     reference = problem.read_reference(FLAGS.decode_reference, "--decode_reference") if FLAGS.decode_reference else None
     if reference is not None and len(reference) != total:
         raise UsageError(f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, --decode_from_file has {total}; they must be aligned.")
+    for name in ("prefix_file", "avoid_file"):
+        if FLAGS[name].value and count_lines(FLAGS[name].value, f"--{name}") != total:
+            raise UsageError(f"--{name}={FLAGS[name].value} has {count_lines(FLAGS[name].value, f'--{name}')} lines, "
+                             f"--decode_from_file has {total}; they must be aligned (an empty line: none).")
     if FLAGS.score_file:
         if FLAGS.reverse_model:
             raise UsageError("--reverse_model reranks the decoder's own hypotheses; --score_file scores given ones: choose one.")
@@ -113,7 +124,8 @@ def main(argv) -> int:
     if FLAGS.decode_to_file and not files.is_local(path) and files.exists(path) and not FLAGS.start_over:
         _refuse_to_replace(path)  # an object store's output is written whole: no record to resume from
     if FLAGS.decode_to_file and files.is_local(path) and not FLAGS.decode_interactive:
-        record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, _columns())
+        record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, _columns(),
+                               {name: FLAGS[name].value for name in ("prefix_file", "avoid_file")})
         output = ResumableOutput(path, record, FLAGS.n_best)
         # A rerun of another input, checkpoint or settings is refused, and a finished one ends, before any model is built.
         if output.progress(FLAGS.start_over)[1]:
@@ -135,6 +147,14 @@ def main(argv) -> int:
         lines = enumerate(read_lines(FLAGS.decode_from_file, stats, "--decode_from_file"))
         return itertools.islice(lines, first + skip, end)
 
+    def steering(skip: int):
+        """Each line's (prefix, avoided terms) from --prefix_file and --avoid_file, or None."""
+        if not FLAGS.prefix_file and not FLAGS.avoid_file:
+            return None
+        prefixes = read_lines(FLAGS.prefix_file, TextStats(), "--prefix_file") if FLAGS.prefix_file else itertools.repeat("")
+        avoids = file_decoding.read_avoid_lines(FLAGS.avoid_file) if FLAGS.avoid_file else itertools.repeat(None)
+        return itertools.islice(((prefix or None, terms) for prefix, terms in zip(prefixes, avoids)), first + skip, end)
+
     if not FLAGS.decode_to_file:
         best = []
 
@@ -143,14 +163,14 @@ def main(argv) -> int:
             sys.stdout.flush()
             best.extend(_best_texts(lines, FLAGS.n_best))
 
-        _decode(translator, numbered(0), write, report, end - first, 0)
+        _decode(translator, numbered(0), write, report, end - first, 0, steering(0))
         _summary(translator, report, stats, problem, reference, best, resumed=0, block=(first, end))
         return 0
 
     if output is None:  # an object store: no appending there; the whole output at once, when complete
         with files.atomic_path(path) as temporary, files.open_file(temporary, "w") as handle:
             _decode(translator, numbered(0), lambda lines: handle.write("".join(line + "\n" for line in lines)),
-                    report, end - first, 0)
+                    report, end - first, 0, steering(0))
         best = _best_texts(_written_lines(path), FLAGS.n_best)
         _summary(translator, report, stats, problem, None if reference is None else reference[first:end], best, resumed=0, block=(first, end))
         return 0
@@ -161,7 +181,7 @@ def main(argv) -> int:
         print(f"resuming {path}: {done} of {end - first} input lines are done; decoding the {end - first - done} left.", file=sys.stderr)
     finished = False
     try:
-        _decode(translator, numbered(done), output.write, report, end - first, done)
+        _decode(translator, numbered(done), output.write, report, end - first, done, steering(done))
         finished = True
     except KeyboardInterrupt:
         output.close(complete=False)
@@ -191,7 +211,7 @@ def _check_files() -> None:
     is one line before the model (and TensorFlow) loads, and nothing is written. The output's
     directory is not created (`files.check_output_path`: a mistyped one is refused, as by `>`)."""
     FLAGS = flags.FLAGS
-    for name in ("decode_from_file", "score_file", "decode_reference"):
+    for name in ("decode_from_file", "score_file", "decode_reference", "prefix_file", "avoid_file"):
         if FLAGS[name].value:
             check_text_file(FLAGS[name].value, f"--{name}", empty_ok=True)
     if FLAGS.decode_to_file:
@@ -214,7 +234,7 @@ def _nothing_to_do(path: str, lines: int) -> int:
     return 0
 
 
-def _decode(translator, numbered_lines, write, report, total: int, done: int) -> None:
+def _decode(translator, numbered_lines, write, report, total: int, done: int, steering=None) -> None:
     import tqdm
 
     bar = tqdm.tqdm(total=total, initial=done, unit=" lines", disable=not flags.FLAGS.progress, file=sys.stderr, mininterval=1.0)
@@ -222,7 +242,7 @@ def _decode(translator, numbered_lines, write, report, total: int, done: int) ->
         columns = _columns()
         translate_window = translator.window_translator(flags.FLAGS.n_best, log_probs="log_prob" in columns)
         file_decoding.decode_stream(translate_window, numbered_lines, write, file_decoding.window_lines(translator.settings),
-                                    columns, report, progress=bar)
+                                    columns, report, progress=bar, steering=steering)
     finally:
         bar.close()  # before any message, so that none is glued to the bar
 

@@ -176,14 +176,25 @@ def beam_search(
     alive_seqs = tf.fill([batch_size, K, 1], start_id)
     alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (K - 1)]), [batch_size, 1])
 
-    def settled(generated, alive_log_probs, scores, flags, max_lengths):
+    def score_of(log_probs, length, controls, prefix_log_probs):
+        """What a hypothesis of `length` tokens (EOS included; scalar or [A, 1]) ranks by: its
+        log P / ((5 + length) / 6) ** alpha; after a forced prefix, the prefix's log P plus the
+        rest's over the rest's length (a prefix is given, not chosen: normalised with the rest,
+        its low probability would make longer continuations look better as alpha grows)."""
+        if not steering:
+            return log_probs / length_penalty(length, alpha)
+        given = controls.prefix_lengths[:, None]
+        prefix = prefix_log_probs[:, None]
+        return (log_probs - prefix) / length_penalty(tf.maximum(length - given, 0), alpha) + prefix
+
+    def settled(generated, alive_log_probs, scores, flags, max_lengths, controls, prefix_log_probs):
         """[A] bool: which of the searching sentences are settled once `generated` tokens are."""
         finished = tf.where(flags, scores, NEG_INF)
         if exact:  # the best alive hypothesis could no longer enter the finished set
-            best_possible = alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
+            best_possible = score_of(alive_log_probs[:, :1], max_lengths[:, None], controls, prefix_log_probs)[:, 0]
             to_beat = tf.reduce_min(finished, axis=1)
         else:  # the best alive hypothesis ending next would not beat the n_best-th finished one
-            best_possible = alive_log_probs[:, 0] / length_penalty(generated + 1, alpha)
+            best_possible = score_of(alive_log_probs[:, :1], generated + 1, controls, prefix_log_probs)[:, 0]
             to_beat = finished[:, n_best - 1]  # finished scores are kept in descending order
         return (generated >= max_lengths) | (best_possible <= to_beat)
 
@@ -205,7 +216,7 @@ def beam_search(
         return (index < max_length) & (tf.size(active) > 0)
 
     def body(index, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states):
-        state, filter_state, sentence_state, column_mask, sentence_groups, controls = states
+        state, filter_state, sentence_state, column_mask, sentence_groups, controls, prefix_log_probs = states
         searching = tf.shape(active)[0]
         active_max_lengths = tf.gather(max_lengths, active)
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
@@ -268,7 +279,7 @@ def beam_search(
         # Finished: the K best of the old finished set and the candidates that just ended.
         # (a candidate grown from a masked beam or token carries ~NEG_INF and must not count)
         just_finished = candidate_finished & (candidate_log_probs > NEG_INF / 2)
-        new_scores = tf.where(just_finished, candidate_log_probs / length_penalty(index + 1, alpha), NEG_INF)
+        new_scores = tf.where(just_finished, score_of(candidate_log_probs, index + 1, controls, prefix_log_probs), NEG_INF)
         finished_seqs = tf.pad(finished_seqs, [[0, 0], [0, 0], [0, 1]], constant_values=PAD_ID)
         all_seqs = tf.concat([tf.gather(finished_seqs, active), candidate_seqs], axis=1)
         all_scores = tf.concat([tf.gather(finished_scores, active), new_scores], axis=1)
@@ -283,18 +294,21 @@ def beam_search(
         # The hypotheses follow their parents; settled sentences leave the search, their
         # finished sets final (the default rule is a heuristic: a longer hypothesis might still
         # have entered), so a sentence decodes the same alone or in any batch.
-        done = settled(index + 1, alive_log_probs, scores, flags, active_max_lengths)
+        if steering:  # the forced path's log P, once its last piece is taken (it is the one hypothesis alive then)
+            prefix_log_probs = tf.where(tf.equal(index + 1, controls.prefix_lengths), alive_log_probs[:, 0], prefix_log_probs)
+        done = settled(index + 1, alive_log_probs, scores, flags, active_max_lengths, controls, prefix_log_probs)
         parent_rows = tf.range(searching)[:, None] * K + parent_beams
         active, alive_seqs, alive_log_probs, states = drop_settled(
             done, parent_rows, active, alive_seqs, alive_log_probs,
-            (state, filter_state, sentence_state, column_mask, sentence_groups, controls))
+            (state, filter_state, sentence_state, column_mask, sentence_groups, controls, prefix_log_probs))
         return index + 1, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states
 
     # A sentence that may generate nothing (max length 0) is settled before any step.
     first_rows = tf.range(batch_size)[:, None] * K + tf.range(K)[None, :]
     active, alive_seqs, alive_log_probs, states = drop_settled(
         max_lengths <= 0, first_rows, active, alive_seqs, alive_log_probs,
-        (initial_state, filter_state, sentence_state, column_mask, sentence_groups, controls))
+        (initial_state, filter_state, sentence_state, column_mask, sentence_groups, controls,
+         tf.zeros([batch_size]) if steering else ()))
     loop_vars = (tf.constant(0), active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states)
     shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
     _, _, _, _, finished_seqs, finished_scores, finished_flags, _ = tf.while_loop(

@@ -90,9 +90,10 @@ class TargetPieces:
 
     def prefix(self, text: str) -> tuple[list[int], "np.ndarray | None"]:
         """(the pieces the output starts with, the ids the next piece may be or None: any). A
-        prefix that ends inside a word ("Ein Hu") forces the pieces before that word, then
-        lets its next piece be only one that starts the word with what was typed ("▁Hund",
-        "▁Hunde"); where no piece does, the word's own pieces are forced as far as needed."""
+        prefix that ends inside a word ("Ein Hu") forces the pieces before that word, then lets
+        the next piece be only one that starts the word with what was typed ("▁Hund",
+        "▁Hunde"); where no piece does, the typed word's own pieces are forced too (and the
+        output may still continue the word). The same rule as an export's translate_prefix."""
         import re
 
         import numpy as np
@@ -103,15 +104,10 @@ class TargetPieces:
             return self.vocabulary.encode(text), None
         head, partial = re.match(r"(.*?)(\S+)$", text, flags=re.S).groups()
         forced = self.vocabulary.encode(head) if head.strip() else []
-        word = self.vocabulary.encode(partial)
-        spelled = self.vocabulary.pieces(word)
-        for split in range(len(word)):
-            rest = "".join(spelled[split:])
-            continuing = np.array([p.startswith(rest) and (split == 0 or not p.startswith(WORD_START))
-                                   for p in self.pieces])
-            if continuing.any():
-                return forced + word[:split], np.flatnonzero(continuing)
-        return forced + word, None
+        continuing = np.flatnonzero([piece.startswith(WORD_START + partial) for piece in self.pieces])
+        if len(continuing):
+            return forced, continuing
+        return forced + self.vocabulary.encode(partial), None
 
     def spellings(self, term: str) -> list[list[int]]:
         """Every tokenisation of `term` (one or more words) as the start of a word and glued to

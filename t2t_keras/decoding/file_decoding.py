@@ -38,18 +38,26 @@ def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_fro
 
 
 def decode_stream(translate_window, numbered_lines: Iterator[tuple[int, str]], write, window_size: int,
-                  columns: tuple[str, ...] = (), report: DecodeReport | None = None, progress=False) -> DecodeReport:
+                  columns: tuple[str, ...] = (), report: DecodeReport | None = None, progress=False,
+                  steering: Iterator[tuple] | None = None) -> DecodeReport:
     """Decodes (line number, line) pairs a window of `window_size` lines at a time and hands
     each window to `write` as output lines in input order (with the `columns` of
     `output_lines`). `translate_window(lines, line_numbers, on_lines)` -> (each line's
     `Hypothesis` list, repairs) is the Python API's (`t2t_keras.Translator`), so the decoder
-    and the API decode alike. Memory holds one window, never the whole input."""
+    and the API decode alike; `steering` yields each line's (prefix, avoided terms), read
+    alongside. Memory holds one window, never the whole input."""
     report = report or DecodeReport()
     bar = progress if isinstance(progress, tqdm.tqdm) else tqdm.tqdm(
         unit=" lines", disable=not progress, file=sys.stderr, mininterval=1.0)
+    if steering is not None:
+        numbered_lines = ((number, (line, *steer)) for (number, line), steer in zip(numbered_lines, steering))
     try:
         for numbers, lines in windows(numbered_lines, window_size):
-            outputs, repairs = translate_window(lines, numbers, bar.update)
+            steered = {}
+            if steering is not None:
+                lines, prefixes, avoids = (list(column) for column in zip(*lines))
+                steered = {"prefixes": prefixes, "avoids": avoids}
+            outputs, repairs = translate_window(lines, numbers, bar.update, **steered)
             report.lines += len(lines)
             report.empty_lines += sum(not line.strip() for line in lines)
             report.repairs += repairs
@@ -58,6 +66,27 @@ def decode_stream(translate_window, numbered_lines: Iterator[tuple[int, str]], w
         if bar is not progress:
             bar.close()
     return report
+
+
+def read_avoid_lines(path: str, flag: str = "--avoid_file") -> Iterator[list[str] | None]:
+    """Each line of `path` as the terms its input line must not translate to: a JSON list of
+    strings (an empty line: None); anything else is one line naming the file and line."""
+    import json
+
+    from t2t_keras.errors import UsageError
+
+    for number, line in enumerate(read_lines(path, TextStats(), flag), start=1):
+        if not line.strip():
+            yield None
+            continue
+        try:
+            terms = json.loads(line)
+        except ValueError as error:
+            terms = error
+        if not isinstance(terms, list) or not all(isinstance(term, str) for term in terms):
+            raise UsageError(f"{flag}={path}:{number}: {line[:60]!r} is not a JSON list of strings; write one list a "
+                             "line, e.g. [\"Hund\", \"rote Katze\"] (an empty line: none).")
+        yield terms
 
 
 def windows(numbered_lines: Iterable[tuple[int, str]], size: int) -> Iterator[tuple[list[int], list[str]]]:

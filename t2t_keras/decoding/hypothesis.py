@@ -11,6 +11,7 @@ class Hypothesis(NamedTuple):
     text: str
     log_prob: float | None  # log P(text | input), EOS included, of the text as tokenised: what the score signature gives (None: not asked for)
     score: float  # what beam search ranked by: the log-probability of the searched pieces / ((5 + pieces) / 6) ** alpha
+    # (after a forced prefix: the prefix's log-probability + the rest's over the rest's length)
     truncated: bool = False  # the input was longer than max_input_tokens and only its first ones were translated
 
 

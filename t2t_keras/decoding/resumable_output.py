@@ -30,10 +30,13 @@ SPEED_SETTINGS = ("sentences_per_batch", "batch_tokens", "parallel_parts", "kern
 
 
 def output_record(input_path: str, lines: tuple[int, int], checkpoints: list[str], decode_hparams,
-                  n_best: int, columns: tuple[str, ...]) -> dict:
-    """What an output is made from (see the module docstring)."""
+                  n_best: int, columns: tuple[str, ...], steering_files: dict | None = None) -> dict:
+    """What an output is made from (see the module docstring); `steering_files`, {flag name:
+    path or None} of the files that steer each line (their contents' sha256 recorded)."""
     settings = {key: value for key, value in dataclasses.asdict(decode_hparams).items() if key not in SPEED_SETTINGS}
+    steering = {f"{name}_sha256": files.sha256(path) for name, path in (steering_files or {}).items() if path}
     return {
+        **steering,
         "format_version": FORMAT_VERSION,
         "input": files.absolute(input_path),
         "input_sha256": files.sha256(input_path),
@@ -161,6 +164,7 @@ def _changes(keys: list[str]) -> str:
     """What differs from the record, as a phrase: "another checkpoint and other decode settings"."""
     readable = {"input_sha256": "another input content", "input": "another input file", "lines": "another block of lines (shards)",
                 "checkpoints": "another checkpoint", "decode_hparams": "other decode settings", "n_best": "another --n_best",
-                "columns": "other --with_scores / --with_log_probs", "format_version": "another version of t2t-keras's output format"}
+                "columns": "other --with_scores / --with_log_probs", "prefix_file_sha256": "another --prefix_file content",
+                "avoid_file_sha256": "another --avoid_file content", "format_version": "another version of t2t-keras's output format"}
     phrases = [readable.get(key, f"another {key}") for key in keys]
     return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]

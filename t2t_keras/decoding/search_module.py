@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding import graph_search
 from t2t_keras.decoding.beam_search import search_in_parts
-from t2t_keras.decoding.controls import SearchControls
+from t2t_keras.decoding.controls import WORD_START, SearchControls
 from t2t_keras.decoding.kernel_choices import DecodeKernels
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.system import decoding_parts
@@ -157,9 +157,51 @@ class SearchModule(tf.Module):
 
         A blank sentence gives an empty translation, score and log_prob 0, as in the decoder CLI.
         """
+        return self._text_outputs(inputs, self.best_ids)
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="inputs"), tf.TensorSpec([None], tf.string, name="prefixes")],
+        autograph=False,
+    )
+    def translate_prefix_text(self, inputs, prefixes):
+        """translate_text with each output starting with its prefix [B] ("" for none): the
+        prefix's pieces forced and scored; one ending inside a word ("Ein Hu") is completed by
+        a piece that starts that word as typed ("Ein Hund"), or, where no piece does, the typed
+        word's pieces are forced too (`controls.TargetPieces.prefix`, the same rule)."""
+        controls = self._prefix_controls(prefixes)
+        return self._text_outputs(inputs, lambda input_ids: self.steered_ids(input_ids, *controls))
+
+    def _prefix_controls(self, prefixes):
+        """`controls.SearchControls` of prefix texts [B], in the graph (no avoided terms)."""
+        pieces = tf.constant(self.vocabularies.target.pieces(range(self.vocabularies.target.size)))
+        batch = tf.shape(prefixes)[0]
+        open_word = tf.strings.regex_full_match(prefixes, r".*\S")  # ends inside a word
+        head = tf.where(open_word, tf.strings.regex_replace(prefixes, r"\S+$", ""), prefixes)
+        partial = tf.where(open_word, tf.strings.regex_replace(prefixes, r"^.*\s", ""), "")
+        key = tf.strings.join([WORD_START, partial])
+        lengths = tf.tile(tf.strings.length(key, unit="UTF8_CHAR")[:, None], [1, tf.shape(pieces)[0]])
+        starts = tf.strings.substr(tf.tile(pieces[None, :], [batch, 1]), tf.zeros_like(lengths), lengths, unit="UTF8_CHAR")
+        continuing = tf.equal(starts, key[:, None]) & open_word[:, None]
+        completing = tf.reduce_any(continuing, axis=1)
+        forced_word = tf.where(open_word & ~completing, partial, "")  # no piece continues it: its own pieces
+        with tf.device("/device:CPU:0"):
+            forced = tf.concat([self.target_tokenizer.tokenize(head)[:, :-1],
+                                self.target_tokenizer.tokenize(forced_word)[:, :-1]], axis=1)  # without EOS
+        width = tf.maximum(forced.bounding_shape(axis=1), 1)
+        prefix_ids = forced.to_tensor(default_value=PAD_ID, shape=tf.stack([tf.cast(batch, tf.int64), width]))
+        completion = tf.where(completing[:, None], continuing, True)
+        allowed_ids = tf.ragged.boolean_mask(tf.tile(tf.range(tf.shape(pieces)[0])[None, :], [batch, 1]), continuing)
+        target_ids = tf.concat([forced, allowed_ids], axis=1).to_tensor(default_value=PAD_ID)
+        no_terms = tf.fill([batch, 1], -1)
+        return (prefix_ids, tf.cast(forced.row_lengths(), tf.int32), completion, no_terms[:, :, None], no_terms,
+                tf.pad(target_ids, [[0, 0], [0, 1]]))
+
+    def _text_outputs(self, inputs, search):
+        """translate_text's outputs of raw sentences [B], with `search(input_ids)` (best_ids, or
+        steered_ids with controls) for their hypotheses."""
         input_ids = self._tokenize(self.source_tokenizer, inputs)
         truncated = graph_search.is_over(input_ids, self.decode_hparams.max_input_tokens)
-        result = self.best_ids(input_ids)
+        result = search(input_ids)
         best_ids = result["ids"][:, 0]
         log_probs = self.score_ids(self._capped(input_ids), best_ids)["log_probs"]  # one teacher-forced pass
         without_eos = tf.RaggedTensor.from_tensor(best_ids, lengths=tf.maximum(result["lengths"][:, 0] - 1, 0))

@@ -18,6 +18,9 @@ them; no Python in the graph):
                    scores [B, K], lengths [B, K]
   score            inputs [B], targets [B] string -> log_probs [B], lengths [B] (target tokens
                    with EOS)
+  translate_prefix inputs [B], prefixes [B] string ("" for none) -> as serving_default, each
+                   output starting with its prefix (its pieces forced and scored; a partial last
+                   word completed by a piece that starts it as typed)
 
 Two quantities, one name each, as everywhere in the package (the decoder's --with_scores and
 --with_log_probs, `Hypothesis.score` and `.log_prob`): scores = what beam search ranked by,
@@ -70,6 +73,7 @@ def export_saved_model(module, export_dir: str, version: int) -> str:
             "serving_default": module.translate_text.get_concrete_function(),
             "translate_ids": module.translate_ids.get_concrete_function(),
             "score": module.score_text.get_concrete_function(),
+            "translate_prefix": module.translate_prefix_text.get_concrete_function(),
         }
         # Only what the signatures use is saved: the variables they read and the SentencePiece
         # resources (not the SearchModule, whose every tf.function would be traced again, the
@@ -106,6 +110,8 @@ def export_metadata(module, version: int) -> dict:
                                "truncated [B] bool",
             "translate_ids": "input_ids [B, S] int32 -> ids [B, K, L] int32, scores [B, K] float32, lengths [B, K] int32",
             "score": "inputs [B], targets [B] string -> log_probs [B] float32, lengths [B] int32",
+            "translate_prefix": "inputs [B], prefixes [B] string ('' for none) -> as serving_default, each output "
+                                "starting with its prefix (a partial last word completed)",
             "scores": "what beam search ranked by: log P / ((5 + length) / 6) ** alpha",
             "log_probs": "log P(output | input), EOS included",
         },

@@ -82,10 +82,13 @@ class LoadedExport:
             if any(avoids or []):
                 raise UsageError(f"{self.path} is an export: avoided terms are banned by decoding in a process "
                                  "(Translator.from_preset(RUN_DIR)); a SavedModel has no avoid input.")
-            if any(prefixes or []):
-                raise UsageError(f"{self.path} is an export: its prefix input is the translate_prefix signature's "
-                                 "(TF Serving); from Python, decode a prefix with the run dir.")
             encoded, row_batches = sorted_batches(lines, self.source_vocabulary, settings, on_lines)
+            if any(prefixes or []):
+                if n_best != 1 or "translate_prefix" not in self.saved_model.signatures:
+                    raise UsageError(f"{self.path}: an export decodes a prefix by its translate_prefix signature, the "
+                                     "best output only" + ("" if "translate_prefix" in self.saved_model.signatures else
+                                                           " (this export predates it: export again)") + ".")
+                return self._best(lines, row_batches, log_probs, on_lines, prefixes), 0
             if n_best == 1:  # serving_default: the search that stops once the best is settled, log P with it
                 return self._best(lines, row_batches, log_probs, on_lines), 0
 
@@ -102,13 +105,19 @@ class LoadedExport:
 
         return translate
 
-    def _best(self, lines: list[str], row_batches, log_probs: bool, on_lines) -> list[list[Hypothesis]]:
-        """Each line's best output through serving_default, a batch of `row_batches` a call."""
+    def _best(self, lines: list[str], row_batches, log_probs: bool, on_lines, prefixes=None) -> list[list[Hypothesis]]:
+        """Each line's best output through serving_default (translate_prefix with `prefixes`), a
+        batch of `row_batches` a call."""
         import tensorflow as tf
 
         outputs = [[EMPTY] for _ in lines]
         for rows in row_batches:
-            found = self.saved_model.signatures["serving_default"](inputs=tf.constant([lines[i] for i in rows], tf.string))
+            inputs = tf.constant([lines[i] for i in rows], tf.string)
+            if prefixes is None:
+                found = self.saved_model.signatures["serving_default"](inputs=inputs)
+            else:
+                found = self.saved_model.signatures["translate_prefix"](
+                    inputs=inputs, prefixes=tf.constant([prefixes[i] or "" for i in rows], tf.string))
             for i, text, score, log_prob, truncated in zip(rows, found["outputs"].numpy(), found["scores"].numpy(),
                                                            found["log_probs"].numpy(), found["truncated"].numpy()):
                 outputs[i] = [Hypothesis(text.decode("utf-8"), float(log_prob) if log_probs else None, float(score),

@@ -93,8 +93,8 @@ def test_prefix_pieces_and_the_completion_of_a_partial_word(translator):
     assert translator.vocabularies.target.decode(forced) == "Ein"
     assert completion is not None and all(pieces.pieces[i].startswith(WORD_START + "Hu") for i in completion)
     decode = translator.vocabularies.target.decode
-    forced, completion = pieces.prefix("Zxq")  # few pieces start the word: its pieces forced as far as needed
-    assert (decode(forced) == "Zxq" if completion is None else all(decode(forced + [c]).startswith("Zxq") for c in completion))
+    forced, completion = pieces.prefix("Zxqy")  # no piece starts the word: its own pieces forced
+    assert decode(forced) == "Zxqy" and completion is None
     spellings = pieces.spellings("Hund")
     assert pieces.vocabulary.encode("Hund") in spellings and len(spellings) > 1
     assert all("".join(pieces.pieces[i] for i in ids).replace(WORD_START, "") == "Hund" for ids in spellings)
@@ -137,3 +137,42 @@ def test_bad_steering_is_one_line(translator):
         translator.generate(["A dog.", "A cat."], prefix=[None, 3])
     with pytest.raises(UsageError, match=r"prefix and avoid steer beam search; with sampling"):
         translator.generate(["A dog."], prefix=["Ein"], sampling_top_k=5, beam_size=1)
+
+
+def test_the_decoder_reads_prefixes_and_avoided_terms_line_by_line(translator, trained_output_dir, tmp_path):
+    """--prefix_file and --avoid_file, aligned with the input: the outputs are the Python API's;
+    their contents are part of the output's record (a rerun with another file is refused), and
+    a bad line or another line count is one line naming the file."""
+    import json
+    import subprocess
+    import sys
+
+    lines = _val(6)
+    prefixes = ["Ein", "", "Zwei Män", "", "Eine Frau ", "Ein Hu"]
+    avoids = [["Hund"], None, ["Männer", "Mann"], None, None, ["Frau"]]
+    (tmp_path / "in.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "prefix.de").write_text("\n".join(prefixes) + "\n", encoding="utf-8")
+    (tmp_path / "avoid.json").write_text("\n".join(json.dumps(a) if a else "" for a in avoids) + "\n", encoding="utf-8")
+
+    def decoder(*flags):
+        return subprocess.run([sys.executable, "-m", "t2t_keras.bin.decoder", "--noprogress", f"--output_dir={trained_output_dir}",
+                               f"--decode_from_file={tmp_path / 'in.en'}", "--decode_hparams=beam_size=3,extra_length=8",
+                               *flags], capture_output=True, text=True)
+
+    done = decoder(f"--prefix_file={tmp_path / 'prefix.de'}", f"--avoid_file={tmp_path / 'avoid.json'}",
+                   f"--decode_to_file={tmp_path / 'out.de'}")
+    assert done.returncode == 0, done.stderr
+    expected = translator.generate(lines, prefix=[p or None for p in prefixes], avoid=avoids)
+    assert (tmp_path / "out.de").read_text(encoding="utf-8").splitlines() == expected
+    record = json.loads((tmp_path / "out.de.decode.json").read_text())
+    assert "prefix_file_sha256" in record and "avoid_file_sha256" in record
+    (tmp_path / "prefix.de").write_text("Ein\n" * 6, encoding="utf-8")
+    (tmp_path / "bad.json").write_text('["Hund"\n\n\n\n\n\n', encoding="utf-8")
+    (tmp_path / "short.de").write_text("Ein\n", encoding="utf-8")
+    refused = [decoder(f"--prefix_file={tmp_path / 'prefix.de'}", f"--avoid_file={tmp_path / 'avoid.json'}",
+                       f"--decode_to_file={tmp_path / 'out.de'}"),
+               decoder(f"--avoid_file={tmp_path / 'bad.json'}"), decoder(f"--prefix_file={tmp_path / 'short.de'}")]
+    for result, message in zip(refused, ["was decoded with another --prefix_file content",
+                                         f"--avoid_file={tmp_path / 'bad.json'}:1: '[\"Hund\"' is not a JSON list of strings",
+                                         f"--prefix_file={tmp_path / 'short.de'} has 1 lines, --decode_from_file has 6"]):
+        assert result.returncode == 2 and message in result.stderr.strip().splitlines()[-1], result.stderr[-500:]

@@ -234,6 +234,14 @@ def test_python_api_over_the_export_equals_the_in_process_one(served, trained_ou
     with pytest.raises(UsageError, match=r"is an export, whose graphs fix its decode settings: beam_size=5 \(it has 4\)"):
         exported.generate(sentences, beam_size=5)
     assert exported.score(["A dog runs."], [decoded[0]]) == pytest.approx(in_process.score(["A dog runs."], [decoded[0]]), abs=1e-4)
+    # A prefix through the export's translate_prefix signature: the in-process decoder's outputs and scores.
+    prefixes = ["Ein", "", "Zwei Män", None, "Eine Frau ", "Ein Hu"] * 3 + ["Ein", "Ein"]
+    steered = in_process.translate(sentences, prefix=prefixes, log_probs=True)
+    _assert_same_n_best([h[0] for h in steered],
+                        [h[0] for h in exported.translate(sentences, prefix=prefixes, log_probs=True, batch_size=4)])
+    assert all(h[0].text.startswith((p or "").strip()) for p, h in zip(prefixes, steered))
+    with pytest.raises(UsageError, match=r"is an export: avoided terms are banned by decoding in a process"):
+        exported.generate(sentences[:1], avoid=[["Hund"]])
 
 
 def _assert_same_n_best(ours, theirs, atol=1e-4):
