@@ -85,8 +85,17 @@ class TargetPieces:
         self.vocabulary = vocabulary
         self.pieces = vocabulary.pieces(range(vocabulary.size))
         self.ids = {piece: i for i, piece in enumerate(self.pieces)}
-        self.array = np.array(self.pieces, dtype=object)
         self.longest = max(len(piece) for piece in self.pieces)
+        order = sorted(range(len(self.pieces)), key=self.pieces.__getitem__)
+        self._sorted = [self.pieces[i] for i in order]  # the pieces that start alike are a run of these
+        self._sorted_ids = np.array(order, np.int32)
+        self._spellings = {}
+
+    def starting_with(self, text: str):
+        """The ids of the pieces that start with `text` (a run of the sorted pieces: two bisections)."""
+        import bisect
+
+        return self._sorted_ids[bisect.bisect_left(self._sorted, text):bisect.bisect_left(self._sorted, text + "\U0010ffff")]
 
     def prefix(self, text: str) -> tuple[list[int], "np.ndarray | None"]:
         """(the pieces the output starts with, the ids the next piece may be or None: any). A
@@ -104,7 +113,7 @@ class TargetPieces:
             return self.vocabulary.encode(text), None
         head, partial = re.match(r"(.*?)(\S+)$", text, flags=re.S).groups()
         forced = self.vocabulary.encode(head) if head.strip() else []
-        continuing = np.flatnonzero([piece.startswith(WORD_START + partial) for piece in self.pieces])
+        continuing = self.starting_with(WORD_START + partial)
         if len(continuing):
             return forced, continuing
         return forced + self.vocabulary.encode(partial), None
@@ -115,6 +124,8 @@ class TargetPieces:
         words = term.split()
         if not words:
             return []
+        if term in self._spellings:
+            return self._spellings[term]
         found = []
         for text in (WORD_START + WORD_START.join(words), WORD_START.join(words)):
             found.extend(self._segmentations(text))
@@ -123,23 +134,21 @@ class TargetPieces:
         for spelling in sorted((s for s in found if s), key=len):
             if spelling not in unique:
                 unique.append(spelling)
-        return unique[:MAX_SPELLINGS]
+        self._spellings[term] = unique[:MAX_SPELLINGS]
+        return self._spellings[term]
 
     def _segmentations(self, text: str) -> list[list[int]]:
-        """The ways `text` is a concatenation of pieces (fewest pieces first, at most MAX_SPELLINGS)."""
-        import heapq
-
-        results, queue = [], [(0, 0, [])]  # (pieces so far, position, ids)
-        while queue and len(results) < MAX_SPELLINGS:
-            count, position, ids = heapq.heappop(queue)
-            if position == len(text):
-                results.append(ids)
-                continue
+        """The ways `text` is a concatenation of pieces (fewest pieces first, at most MAX_SPELLINGS):
+        each position's ways to the end built once from the next positions'."""
+        ways = {len(text): [[]]}
+        for position in range(len(text) - 1, -1, -1):
+            found = []
             for end in range(position + 1, min(len(text), position + self.longest) + 1):
                 piece = self.ids.get(text[position:end])
-                if piece is not None and len(queue) < 16 * MAX_SPELLINGS:
-                    heapq.heappush(queue, (count + 1, end, ids + [piece]))
-        return results
+                if piece is not None:
+                    found.extend([piece] + rest for rest in ways.get(end, ()))
+            ways[position] = sorted(found, key=len)[:MAX_SPELLINGS]
+        return ways[0]
 
 
 def contains_term(text: str, term: str) -> bool:

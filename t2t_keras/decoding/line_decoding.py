@@ -94,7 +94,8 @@ def translate_lines(module, lines: list[str], n_best: int = 1, log_probs: bool =
     def search(rows):
         batch = padded_batch([encoded[i] for i in rows])
         if steering is not None:
-            result = module.steered_ids(batch, *steering.arrays(rows))
+            search_steered = module.steered_best_ids if n_best == 1 and reverse is None else module.steered_ids
+            result = search_steered(batch, *steering.arrays(rows))
         elif hparams.sampling:
             result = module.sample_ids(batch, np.array([line_seed(hparams.seed, line_numbers[i]) for i in rows], np.int64))
         else:  # the best only (unless a reverse model reranks them all): a search that stops as soon as it is settled

@@ -97,8 +97,16 @@ class SearchModule(tf.Module):
     def steered_ids(self, input_ids, *controls):
         """translate_ids steered by each sentence's `controls.SearchControls` (a prefix its
         output starts with, terms it avoids): the K hypotheses of each, all settled."""
-        result = search_in_parts(functools.partial(self._search, n_best=self.decode_hparams.beam_size),
-                                 self._capped(input_ids), self.parallel_parts, *controls)
+        return self._steered_ids(input_ids, controls, self.decode_hparams.beam_size)
+
+    @tf.function(input_signature=steered_ids.input_signature, autograph=False)
+    def steered_best_ids(self, input_ids, *controls):
+        """steered_ids for the best output only, as best_ids is translate_ids's."""
+        return self._steered_ids(input_ids, controls, 1)
+
+    def _steered_ids(self, input_ids, controls, n_best: int):
+        result = search_in_parts(functools.partial(self._search, n_best=n_best), self._capped(input_ids),
+                                 self.parallel_parts, *controls)
         return {"ids": result.ids, "scores": result.scores, "lengths": result.lengths}
 
     def _translate_ids(self, input_ids, n_best: int):
@@ -169,7 +177,7 @@ class SearchModule(tf.Module):
         a piece that starts that word as typed ("Ein Hund"), or, where no piece does, the typed
         word's pieces are forced too (`controls.TargetPieces.prefix`, the same rule)."""
         controls = self._prefix_controls(prefixes)
-        return self._text_outputs(inputs, lambda input_ids: self.steered_ids(input_ids, *controls))
+        return self._text_outputs(inputs, lambda input_ids: self.steered_best_ids(input_ids, *controls))
 
     def _prefix_controls(self, prefixes):
         """`controls.SearchControls` of prefix texts [B], in the graph (no avoided terms)."""
