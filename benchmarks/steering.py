@@ -12,7 +12,11 @@ file and its references (default: the shipped Multi30k val set, lines the model 
 
 Prints one JSON line per configuration (sacreBLEU, the share of outputs that start with their
 prefix or are free of their avoided term, sentences/s of a warm decoding, median of --repeats)
-and a Markdown table on stderr. Run it alone: two benchmarks on 2 cores spoil each other.
+and a Markdown table on stderr. With `--ct2_dir` (the run's `t2t-keras-exporter
+--format=ctranslate2`), the same in CTranslate2 float32 where it has the feature (target_prefix:
+our pieces of the prefix's whole words, no completion of a partial one; suppress_sequences: our
+spellings of the term, a line at a time as it takes one list a batch), and how many of its
+outputs equal ours. Run it alone: two benchmarks on 2 cores spoil each other.
 """
 
 import argparse
@@ -59,6 +63,7 @@ def main() -> None:
     parser.add_argument("--input", default=os.path.join(MULTI30K_DIR, "val.en.gz"))
     parser.add_argument("--reference", default=os.path.join(MULTI30K_DIR, "val.de.gz"))
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--ct2_dir", help="the run's CTranslate2 export: its outputs under the same steering")
     args = parser.parse_args()
     lines, references = read(args.input), read(args.reference)
     translator = Translator.from_preset(args.output_dir)
@@ -97,11 +102,67 @@ def main() -> None:
         rows.append(line)
     import sys
 
-    print("| configuration | BLEU | sentences/s | of free | outputs as asked |\n|---|---:|---:|---:|---:|", file=sys.stderr)
+    if args.ct2_dir:
+        for line in ctranslate2_lines(args.ct2_dir, translator, lines, references, configurations, rows):
+            print(json.dumps(line), flush=True)
+            rows.append(line)
+    print("| configuration | BLEU | sentences/s | of free | outputs as asked | equal to ours |\n|---|---:|---:|---:|---:|---:|",
+          file=sys.stderr)
     for line in rows:
         asked = line.get("start_with_prefix", line.get("free_of_term", ""))
-        print(f"| {line['label']} | {line['bleu']} | {line['sentences_per_s']} | {line['relative_speed']} | {asked} |",
-              file=sys.stderr)
+        label = f"{line['engine']}, {line['label']}" if "engine" in line else line["label"]
+        print(f"| {label} | {line['bleu']} | {line['sentences_per_s']} | {line.get('relative_speed', '')} | {asked} | "
+              f"{line.get('equal_to_ours', '')} |", file=sys.stderr)
+
+
+def ctranslate2_lines(ct2_dir: str, translator, lines, references, configurations, ours: list) -> list:
+    """CTranslate2's outputs under the configurations it can steer, and their agreement with ours."""
+    import ctranslate2
+
+    from t2t_keras.decoding.controls import TargetPieces, contains_term
+    from t2t_keras.evaluation.bleu import sacre_bleu
+
+    with open(os.path.join(ct2_dir, "t2t_keras_export.json")) as handle:
+        search = json.load(handle)["translate_batch"]
+    engine = ctranslate2.Translator(ct2_dir, device="cpu", compute_type="float32")
+    source, target = translator.vocabularies.source, translator.vocabularies.target
+    pieces = TargetPieces(target)
+    tokens = [source.pieces(source.encode(line)) for line in lines]
+    ours_by_label = {line["label"]: line for line in ours}
+    found = []
+    for label, steering, given in configurations:
+        if label == "partial prefix":
+            continue  # CTranslate2 forces whole pieces only
+        started = time.perf_counter()
+        if label == "avoid":
+            outputs = []
+            for words, line_tokens in zip(steering["avoid"], tokens):
+                suppress = [target.pieces(ids) for word in (words or []) for ids in pieces.spellings(word)]
+                result = engine.translate_batch([line_tokens], suppress_sequences=suppress or None, **search)[0]
+                outputs.append(target.decode([pieces.ids[p] for p in result.hypotheses[0]]))
+        else:
+            prefixes = [target.pieces(target.encode(p)) for p in steering["prefix"]] if steering else None
+            results = engine.translate_batch(tokens, target_prefix=prefixes, max_batch_size=16, **search)
+            outputs = [target.decode([pieces.ids[p] for p in result.hypotheses[0]]) for result in results]
+        seconds = time.perf_counter() - started
+        line = {"benchmark": "steering", "engine": "ctranslate2 float32", "label": label,
+                "bleu": round(sacre_bleu(outputs, references)[0].score, 2), "sentences_per_s": round(len(lines) / seconds, 1)}
+        if given is not None:
+            line["start_with_prefix"] = round(sum(o.startswith(p) for o, p in zip(outputs, given)) / len(lines), 4)
+        if label == "avoid":
+            steered = [(o, w[0]) for o, w in zip(outputs, steering["avoid"]) if w]
+            line["free_of_term"] = round(sum(not contains_term(o, w) for o, w in steered) / max(len(steered), 1), 4)
+        line["cpu"], line["date"] = cpu_model(), time.strftime("%Y-%m-%d")
+        found.append((line, outputs))
+    # Agreement with ours: the same configuration decoded by both (ours re-decoded here, in order).
+    lines_out = []
+    for line, outputs in found:
+        steering = next(s for label, s, _ in configurations if label == line["label"])
+        mine = translator.generate(lines, **steering)
+        line["equal_to_ours"] = round(sum(a == b for a, b in zip(outputs, mine)) / len(lines), 4)
+        line["ours_bleu"] = ours_by_label[line["label"]]["bleu"]
+        lines_out.append(line)
+    return lines_out
 
 
 if __name__ == "__main__":
