@@ -272,6 +272,15 @@ class DecodeHParams:
         "best finished hypothesis beats its best alive one at the current length, as OpenNMT and CTranslate2",
     )
 
+    markup: bool = _field(
+        False, DECODING,
+        "carry XML-like tags (<b>...</b>, <a href=\"...\">...</a>, <x id=\"1\"/>) and {1}-style placeholders of the "
+        "input through: the text translated without them, the tags put back around the target words aligned to the "
+        "words they enclosed (always well-formed; unbalanced input markup is one line naming the line)")
+    alignment_layer: int = _field(
+        -1, DECODING,
+        "word alignments (alignments=True, --alignment_file) read this decoder layer's cross-attention, all heads' "
+        "mean (-1: the last; benchmarks/alignment_heads.py measures which layer aligns a model's words best)")
     kernel_choices: str = _field(
         "", DECODING,
         "the decode step's kernel alternatives forced, 'step_product=nn|nt|tn;beam_candidates=native|graph;"

@@ -138,12 +138,14 @@ class Translator:
         return [hypotheses[0].text for hypotheses in
                 self._translate_iter(texts, "generate", 1, False, batch_size, progress, settings, *steering)]
 
-    def translate(self, texts: list[str], *, n_best: int = 1, log_probs: bool = False, prefix: list | None = None,
-                  avoid: list | None = None, batch_size: int | None = None, progress: bool = False,
-                  **settings) -> list[list[Hypothesis]]:
+    def translate(self, texts: list[str], *, n_best: int = 1, log_probs: bool = False, alignments: bool = False,
+                  prefix: list | None = None, avoid: list | None = None, batch_size: int | None = None,
+                  progress: bool = False, **settings) -> list[list[Hypothesis]]:
         """The `n_best` best `Hypothesis`es of each text, best first: text, score (what the search
         ranked by), with `log_probs` log P(text | input) (a teacher-forced pass more; else None),
-        and whether the text was cut to max_input_tokens (`truncated`).
+        whether the text was cut to max_input_tokens (`truncated`), and with `alignments` its
+        word alignment (`alignment`: (source word, target word) index pairs over whitespace
+        words, read from the cross-attention of the alignment_layer setting; a pass more).
 
         Steering, one item per text (None: none): `prefix`, the text each output starts with
         (its pieces forced and scored; one ending inside a word, "Ein Hu", is completed by a
@@ -152,9 +154,10 @@ class Translator:
         continuations of a prefix."""
         texts = _checked_list(texts, "translate")
         steering = _checked_steering(len(texts), prefix, avoid, "translate")
-        return list(self._translate_iter(texts, "translate", n_best, log_probs, batch_size, progress, settings, *steering))
+        return list(self._translate_iter(texts, "translate", n_best, log_probs, batch_size, progress, settings, *steering,
+                                         alignments=alignments))
 
-    def translate_iter(self, texts: Iterable[str], *, n_best: int = 1, log_probs: bool = False,
+    def translate_iter(self, texts: Iterable[str], *, n_best: int = 1, log_probs: bool = False, alignments: bool = False,
                        prefix: Iterable | None = None, avoid: Iterable | None = None, batch_size: int | None = None,
                        progress: bool = False, **settings) -> Iterator[list[Hypothesis]]:
         """`translate` for inputs read lazily (a file's lines, a generator; each text's one line
@@ -164,12 +167,13 @@ class Translator:
         if isinstance(texts, (str, bytes)):
             raise TypeError(_NOT_A_LIST.format(method="translate_iter"))
         steering = _checked_steering(None, prefix, avoid, "translate_iter")
-        return self._translate_iter(texts, "translate_iter", n_best, log_probs, batch_size, progress, settings, *steering)
+        return self._translate_iter(texts, "translate_iter", n_best, log_probs, batch_size, progress, settings, *steering,
+                                    alignments=alignments)
 
     def _translate_iter(self, texts, method: str, n_best: int, log_probs: bool, batch_size, progress: bool,
-                        settings: dict, prefix=None, avoid=None) -> Iterator[list[Hypothesis]]:
+                        settings: dict, prefix=None, avoid=None, alignments: bool = False) -> Iterator[list[Hypothesis]]:
         call = self._call_settings(batch_size, settings, method)
-        translate_window = self._backend.window_translator(call, n_best, log_probs)
+        translate_window = self._backend.window_translator(call, n_best, log_probs, alignments)
         bar = _bar(progress, texts)
         replaced = []
         steered = prefix is not None or avoid is not None
@@ -184,10 +188,11 @@ class Translator:
             bar.close()
             _report_replaced(replaced, method)
 
-    def window_translator(self, n_best: int = 1, log_probs: bool = False, **settings):
+    def window_translator(self, n_best: int = 1, log_probs: bool = False, alignments: bool = False, **settings):
         """What `translate_iter` runs on each window: (lines, line numbers, on_lines(count)) ->
         (each line's hypotheses, the repairs that made them well-formed). The decoder CLI's."""
-        return self._backend.window_translator(self._call_settings(None, settings, "window_translator"), n_best, log_probs)
+        return self._backend.window_translator(self._call_settings(None, settings, "window_translator"), n_best, log_probs,
+                                               alignments)
 
     def score(self, sources: list[str], targets: list[str], *, batch_size: int | None = None) -> list[float]:
         """log P(target | source) of each pair, EOS included (the SavedModel's score signature);

@@ -10,6 +10,7 @@ ensemble of them); or score given translations.
     t2t-keras-decoder --output_dir=ENDE --reverse_model=DEEN ...   # the beam's hypotheses reranked by log P(en | de)
     t2t-keras-decoder ... --decode_shards=8 --decode_shard_id=3   # lines of block 3 of 8 -> FILE.shard-3-of-8
     t2t-keras-decoder ... --prefix_file=in.prefix.de --avoid_file=in.avoid.json   # steered, line by line
+    t2t-keras-decoder ... --decode_to_file=out.de --alignment_file=out.align     # word alignments beside it
 
 Output: one line per input line; with --n_best=N, N consecutive lines per input line, best
 first; --with_scores puts the search's score before each output, --with_log_probs log P(output | input)
@@ -75,6 +76,10 @@ def define_flags() -> None:
     flags.DEFINE_string("prefix_file", None,
                         "Line by line with --decode_from_file, the text each output starts with (empty: none); one "
                         "ending inside a word (\"Ein Hu\") is completed by a piece that continues the word.")
+    flags.DEFINE_string("alignment_file", None,
+                        "Write each output line's word alignment to this file, line by line with the output: Pharaoh "
+                        "\"i-j\" pairs of whitespace words (source i, output j), from the cross-attention of "
+                        "--decode_hparams=alignment_layer (default the last).")
     flags.DEFINE_string("avoid_file", None,
                         "Line by line with --decode_from_file, a JSON list of terms (words or phrases) the output must "
                         "not contain, e.g. [\"Hund\", \"rote Katze\"] (an empty line: none).")
@@ -120,15 +125,18 @@ def main(argv) -> int:
     shards, shard = FLAGS.decode_shards, FLAGS.decode_shard_id
     first, end = shard * total // shards, (shard + 1) * total // shards
     path = _output_path()
-    output = None
+    output = alignment_output = None
     if FLAGS.decode_to_file and not files.is_local(path) and files.exists(path) and not FLAGS.start_over:
         _refuse_to_replace(path)  # an object store's output is written whole: no record to resume from
     if FLAGS.decode_to_file and files.is_local(path) and not FLAGS.decode_interactive:
         record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, _columns(),
                                {name: FLAGS[name].value for name in ("prefix_file", "avoid_file")})
         output = ResumableOutput(path, record, FLAGS.n_best)
+        if FLAGS.alignment_file:  # grown with the output, resumed with it
+            alignment_output = ResumableOutput(_output_path(FLAGS.alignment_file), {**record, "alignments_of": path},
+                                               FLAGS.n_best)
         # A rerun of another input, checkpoint or settings is refused, and a finished one ends, before any model is built.
-        if output.progress(FLAGS.start_over)[1]:
+        if all(o.progress(FLAGS.start_over)[1] for o in (output, alignment_output) if o is not None):
             return _nothing_to_do(path, end - first)
 
     from t2t_keras.translator import Translator
@@ -155,6 +163,8 @@ def main(argv) -> int:
         avoids = file_decoding.read_avoid_lines(FLAGS.avoid_file) if FLAGS.avoid_file else itertools.repeat(None)
         return itertools.islice(((prefix or None, terms) for prefix, terms in zip(prefixes, avoids)), first + skip, end)
 
+    alignments = [] if FLAGS.alignment_file and output is None else None  # written whole at the end
+
     if not FLAGS.decode_to_file:
         best = []
 
@@ -163,34 +173,43 @@ def main(argv) -> int:
             sys.stdout.flush()
             best.extend(_best_texts(lines, FLAGS.n_best))
 
-        _decode(translator, numbered(0), write, report, end - first, 0, steering(0))
+        _decode(translator, numbered(0), write, report, end - first, 0, steering(0), _collect(alignments))
+        _write_alignments(alignments)
         _summary(translator, report, stats, problem, reference, best, resumed=0, block=(first, end))
         return 0
 
     if output is None:  # an object store: no appending there; the whole output at once, when complete
         with files.atomic_path(path) as temporary, files.open_file(temporary, "w") as handle:
             _decode(translator, numbered(0), lambda lines: handle.write("".join(line + "\n" for line in lines)),
-                    report, end - first, 0, steering(0))
+                    report, end - first, 0, steering(0), _collect(alignments))
+        _write_alignments(alignments)
         best = _best_texts(_written_lines(path), FLAGS.n_best)
         _summary(translator, report, stats, problem, None if reference is None else reference[first:end], best, resumed=0, block=(first, end))
         return 0
-    done, complete = output.open(FLAGS.start_over)
+    done, complete = output.open(FLAGS.start_over, _aligned_inputs(alignment_output))
+    if alignment_output is not None:
+        alignment_output.open(FLAGS.start_over, done)
     if complete:  # finished by another run since the check above
         return _nothing_to_do(path, end - first)
     if done:
         print(f"resuming {path}: {done} of {end - first} input lines are done; decoding the {end - first - done} left.", file=sys.stderr)
     finished = False
     try:
-        _decode(translator, numbered(done), output.write, report, end - first, done, steering(done))
+        _decode(translator, numbered(done), output.write, report, end - first, done, steering(done),
+                alignment_output.write if alignment_output is not None else None)
         finished = True
     except KeyboardInterrupt:
-        output.close(complete=False)
+        for written_output in (output, alignment_output):
+            if written_output is not None:
+                written_output.close(complete=False)
         written = output.complete_inputs()
         raise KeyboardInterrupt(
             f"interrupted: {written} of {end - first} input lines are in {path}; rerun the same command to continue."
         ) from None
     finally:
-        output.close(complete=finished)
+        for written_output in (alignment_output, output):  # the output last: its record says both are complete
+            if written_output is not None:
+                written_output.close(complete=finished)
     best = None
     if reference is not None:
         best = _best_texts(_written_lines(path), FLAGS.n_best)
@@ -199,11 +218,26 @@ def main(argv) -> int:
     return 0
 
 
-def _output_path() -> str:
-    """The file this command writes: --decode_to_file, or its shard's name."""
+def _output_path(name: str | None = None) -> str:
+    """The file this command writes: --decode_to_file (or `name`), or its shard's name."""
     FLAGS = flags.FLAGS
+    name = name or FLAGS.decode_to_file
     shards, shard = FLAGS.decode_shards, FLAGS.decode_shard_id
-    return FLAGS.decode_to_file if shards == 1 else f"{FLAGS.decode_to_file}.shard-{shard}-of-{shards}"
+    return name if shards == 1 else f"{name}.shard-{shard}-of-{shards}"
+
+
+def _aligned_inputs(alignment_output) -> int | None:
+    """The inputs whose alignments are complete, where --alignment_file grows beside the output."""
+    return None if alignment_output is None else alignment_output.progress(flags.FLAGS.start_over)[0]
+
+
+def _collect(alignments):
+    return None if alignments is None else alignments.extend
+
+
+def _write_alignments(alignments) -> None:
+    if alignments is not None:
+        file_decoding.write_lines(_output_path(flags.FLAGS.alignment_file), alignments)
 
 
 def _check_files() -> None:
@@ -216,6 +250,8 @@ def _check_files() -> None:
             check_text_file(FLAGS[name].value, f"--{name}", empty_ok=True)
     if FLAGS.decode_to_file:
         files.check_output_path(_output_path(), "--decode_to_file")
+    if FLAGS.alignment_file:
+        files.check_output_path(_output_path(FLAGS.alignment_file), "--alignment_file")
 
 
 def _written_lines(path: str) -> list[str]:
@@ -234,15 +270,17 @@ def _nothing_to_do(path: str, lines: int) -> int:
     return 0
 
 
-def _decode(translator, numbered_lines, write, report, total: int, done: int, steering=None) -> None:
+def _decode(translator, numbered_lines, write, report, total: int, done: int, steering=None,
+            write_alignments=None) -> None:
     import tqdm
 
     bar = tqdm.tqdm(total=total, initial=done, unit=" lines", disable=not flags.FLAGS.progress, file=sys.stderr, mininterval=1.0)
     try:
         columns = _columns()
-        translate_window = translator.window_translator(flags.FLAGS.n_best, log_probs="log_prob" in columns)
+        translate_window = translator.window_translator(flags.FLAGS.n_best, log_probs="log_prob" in columns,
+                                                        alignments=write_alignments is not None)
         file_decoding.decode_stream(translate_window, numbered_lines, write, file_decoding.window_lines(translator.settings),
-                                    columns, report, progress=bar, steering=steering)
+                                    columns, report, progress=bar, steering=steering, write_alignments=write_alignments)
     finally:
         bar.close()  # before any message, so that none is glued to the bar
 

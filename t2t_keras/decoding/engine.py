@@ -18,14 +18,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from t2t_keras.decoding import kernel_choices
+from t2t_keras.decoding import kernel_choices, markup
+from t2t_keras.decoding.alignment import attention_links
 from t2t_keras.decoding.controls import Steering, TargetPieces
 from t2t_keras.decoding.line_decoding import postprocess, score_lines, translate_lines
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
 
 # Settings the graphs of a SearchModule do not fix: a call may change them without another module.
-CALL_SETTINGS = ("sentences_per_batch", "batch_tokens", "reverse_weight")
+CALL_SETTINGS = ("sentences_per_batch", "batch_tokens", "reverse_weight", "alignment_layer", "markup")
 
 
 class DecodingEngine:
@@ -90,20 +91,39 @@ class DecodingEngine:
         """The model that decodes in the default precision."""
         return self._model(self.settings.precision)
 
-    def window_translator(self, settings: DecodeHParams, n_best: int, log_probs: bool):
+    def window_translator(self, settings: DecodeHParams, n_best: int, log_probs: bool, alignments: bool = False):
         """(lines, line numbers, on_lines(count), prefixes=None, avoids=None) -> (each line's
-        hypotheses, repairs): `prefixes` and `avoids`, each line's prefix and avoided terms."""
+        hypotheses, repairs): `prefixes` and `avoids`, each line's prefix and avoided terms;
+        with `alignments`, each hypothesis's word alignment (`alignment.attention_links`: the
+        cross-attention of settings.alignment_layer; an ensemble's first member's)."""
         module = self.search_module(settings)
 
         def translate(lines, numbers, on_lines, prefixes=None, avoids=None):
             steering = None
             if prefixes is not None or avoids is not None:
                 steering = Steering(self.target_pieces, prefixes or [None] * len(lines), avoids or [None] * len(lines))
-            outputs = translate_lines(module, lines, n_best, log_probs, line_numbers=numbers, on_lines=on_lines,
+            marked = [markup.parse(line, number + 1) for line, number in zip(lines, numbers)] if settings.markup else None
+            texts = [m.text for m in marked] if marked is not None else lines
+            outputs = translate_lines(module, texts, n_best, log_probs, line_numbers=numbers, on_lines=on_lines,
                                       batching=settings, steering=steering)
-            return postprocess(self.problem, lines, outputs) if self.problem is not None else (outputs, 0)
+            if alignments or marked is not None:
+                outputs = self._aligned(texts, outputs, settings)
+            if marked is not None:  # the tags put back by the alignments (kept on the hypotheses only if asked)
+                outputs = [[h._replace(text=markup.restore(m, h.text, h.alignment), alignment=h.alignment if alignments else None)
+                            for h in hypotheses] for m, hypotheses in zip(marked, outputs)]
+            return postprocess(self.problem, texts, outputs) if self.problem is not None else (outputs, 0)
 
         return translate
+
+    def _aligned(self, lines: list[str], outputs: list, settings: DecodeHParams) -> list:
+        """`outputs` (each line's hypotheses) with their word alignments."""
+        pairs = [(line, h.text) for line, hypotheses in zip(lines, outputs) for h in hypotheses]
+        model = self._model(settings.precision)
+        model = getattr(model, "models", [model])[0]  # an Ensemble's first member
+        links = iter(attention_links(model, self.vocabularies, [s for s, _ in pairs], [t for _, t in pairs],
+                                     settings.alignment_layer, batch_size=settings.sentences_per_batch))
+        return [[h._replace(alignment=tuple(sorted(next(links), key=lambda link: (link[1], link[0])))) for h in hypotheses]
+                for hypotheses in outputs]
 
     @functools.cached_property
     def target_pieces(self) -> TargetPieces:

@@ -17,6 +17,7 @@ import tqdm
 
 from t2t_keras import files
 from t2t_keras.data.text_files import TextStats, read_lines
+from t2t_keras.decoding.alignment import pharaoh
 from t2t_keras.decoding.hypothesis import Hypothesis
 
 
@@ -39,13 +40,15 @@ def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_fro
 
 def decode_stream(translate_window, numbered_lines: Iterator[tuple[int, str]], write, window_size: int,
                   columns: tuple[str, ...] = (), report: DecodeReport | None = None, progress=False,
-                  steering: Iterator[tuple] | None = None) -> DecodeReport:
+                  steering: Iterator[tuple] | None = None, write_alignments=None) -> DecodeReport:
     """Decodes (line number, line) pairs a window of `window_size` lines at a time and hands
     each window to `write` as output lines in input order (with the `columns` of
     `output_lines`). `translate_window(lines, line_numbers, on_lines)` -> (each line's
     `Hypothesis` list, repairs) is the Python API's (`t2t_keras.Translator`), so the decoder
     and the API decode alike; `steering` yields each line's (prefix, avoided terms), read
-    alongside. Memory holds one window, never the whole input."""
+    alongside; `write_alignments`, if given, receives each output line's word alignment
+    (Pharaoh "i-j ..."), after `write` has its window. Memory holds one window, never the whole
+    input."""
     report = report or DecodeReport()
     bar = progress if isinstance(progress, tqdm.tqdm) else tqdm.tqdm(
         unit=" lines", disable=not progress, file=sys.stderr, mininterval=1.0)
@@ -62,6 +65,8 @@ def decode_stream(translate_window, numbered_lines: Iterator[tuple[int, str]], w
             report.empty_lines += sum(not line.strip() for line in lines)
             report.repairs += repairs
             write(output_lines(outputs, columns))
+            if write_alignments is not None:
+                write_alignments([pharaoh(h.alignment or ()) for hypotheses in outputs for h in hypotheses])
     finally:
         if bar is not progress:
             bar.close()

@@ -13,6 +13,7 @@ class Hypothesis(NamedTuple):
     score: float  # what beam search ranked by: the log-probability of the searched pieces / ((5 + pieces) / 6) ** alpha
     # (after a forced prefix: the prefix's log-probability + the rest's over the rest's length)
     truncated: bool = False  # the input was longer than max_input_tokens and only its first ones were translated
+    alignment: tuple | None = None  # with alignments=True: (source word, target word) index pairs over whitespace words
 
 
 EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)

@@ -66,10 +66,13 @@ class ResumableOutput:
         _, done, complete = self._state(start_over)
         return done, complete
 
-    def open(self, start_over: bool = False) -> tuple[int, bool]:
-        """`progress`, then, unless complete, the output cut back to its last complete input
-        and open for appending."""
+    def open(self, start_over: bool = False, inputs: int | None = None) -> tuple[int, bool]:
+        """`progress`, then, unless complete, the output cut back to its last complete input (or
+        to `inputs`, if fewer: where a companion output, written after it, ended) and open for
+        appending."""
         previous, done, complete = self._state(start_over)
+        if inputs is not None and inputs < done:
+            done, complete = inputs, False
         if complete:
             return done, True
         files.write_atomically(self.record_path, json.dumps({**self.record, **self.notes, "complete": False}, indent=2) + "\n")

@@ -69,12 +69,15 @@ class LoadedExport:
                              "decode with other settings from the run dir, or export again with them.")
         return settings
 
-    def window_translator(self, settings: DecodeHParams, n_best: int, log_probs: bool):
+    def window_translator(self, settings: DecodeHParams, n_best: int, log_probs: bool, alignments: bool = False):
         """(lines, line numbers, on_lines) -> (each line's `n_best` hypotheses, 0 repairs), as
         the run dir's: lines of like length searched together, `settings`' batch sizes."""
         import tensorflow as tf
 
         self.checked(settings)
+        if alignments or settings.markup:
+            raise UsageError(f"{self.path} is an export: word alignments{' (which markup needs)' if settings.markup else ''} "
+                             "read a model's attention in a decoding process (Translator.from_preset(RUN_DIR)).")
         if not 1 <= n_best <= self.settings.beam_size:
             raise UsageError(f"n_best={n_best}: choose 1 to this export's beam_size ({self.settings.beam_size}).")
 
