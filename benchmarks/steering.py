@@ -9,6 +9,9 @@ file and its references (default: the shipped Multi30k val set, lines the model 
   partial prefix  ... its first word and the first two letters of its second ("Ein Hu")
   avoid           each output avoids the first word of 4+ letters of the free output that its
                   reference lacks (a word the model chose and the translator rejects)
+  markup          each source with tags around random words and a placeholder (seeded): the
+                  outputs well-formed with every tag once, their text without tags the free output
+  alignments      the free search with each output's word alignment (a teacher-forced pass more)
 
 Prints one JSON line per configuration (sacreBLEU, the share of outputs that start with their
 prefix or are free of their avoided term, sentences/s of a warm decoding, median of --repeats)
@@ -29,6 +32,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from t2t_keras.decoding import markup  # noqa: E402
 from t2t_keras.system import cpu_model  # noqa: E402
 
 
@@ -50,6 +54,48 @@ def rejected_word(output: str, reference: str) -> str | None:
     """The output's first word of 4+ letters that the reference does not contain, or None."""
     reference_words = set(re.findall(r"\w+", reference.lower()))
     return next((w for w in re.findall(r"\w{4,}", output) if w.lower() not in reference_words), None)
+
+
+def marked_line(line: str, seed: int) -> str:
+    """`line` with a tag around one or two random words, another inside or beside it, and a
+    placeholder, by a generator seeded with the line's number."""
+    import random
+
+    rng = random.Random(seed)
+    words = line.split()
+    if len(words) < 3:
+        return line
+    inner = rng.randrange(len(words))
+    words[inner] = '<i class="x">' + words[inner] + "</i>"  # inside the <b> span or beside it, never across
+    start = rng.randrange(len(words) - 1)
+    end = rng.randrange(start + 1, min(len(words), start + 3) + 1)
+    words[start] = "<b>" + words[start]
+    words[end - 1] = words[end - 1] + "</b>"
+    words.insert(rng.randrange(len(words) + 1), "{1}")
+    return " ".join(words)
+
+
+def same_tags(source: str, output: str) -> bool:
+    """Whether `output` is well-formed and holds each tag of `source` exactly once."""
+    from t2t_keras.errors import UsageError
+
+    def texts(tags):
+        return [t for tag in tags for t in [tag.opening, tag.closing or ""] + texts(tag.children)]
+
+    try:
+        return sorted(texts(markup.parse(output, 1).tags)) == sorted(texts(markup.parse(source, 1).tags))
+    except UsageError:
+        return False
+
+
+def timed_lines(translator, lines, repeats: int, **settings):
+    translator.generate(lines, **settings)
+    rates, outputs = [], None
+    for _ in range(repeats):
+        started = time.perf_counter()
+        outputs = translator.generate(lines, **settings)
+        rates.append(len(lines) / (time.perf_counter() - started))
+    return outputs, statistics.median(rates)
 
 
 def main() -> None:
@@ -85,8 +131,20 @@ def main() -> None:
                       ("partial prefix", {"prefix": partials}, partials),
                       ("avoid", {"avoid": [[w] if w else None for w in avoided]}, None)]
     rows = []
-    for label, steering, given in configurations:
-        outputs, rate = (free, free_rate) if label == "free" else timed(**steering)
+    marked = [marked_line(line, number) for number, line in enumerate(lines)]
+    for label, steering, given in configurations + [("markup", {}, None), ("alignments", {}, None)]:
+        if label == "markup":
+            translated, rate = timed_lines(translator, marked, args.repeats, markup=True)
+            outputs = [markup.plain(output) for output in translated]
+        elif label == "alignments":
+            rates = []
+            for _ in range(args.repeats + 1):
+                started = time.perf_counter()
+                translator.translate(lines, alignments=True)
+                rates.append(len(lines) / (time.perf_counter() - started))
+            outputs, rate = free, statistics.median(rates[1:])
+        else:
+            outputs, rate = (free, free_rate) if label == "free" else timed(**steering)
         line = {"benchmark": "steering", "label": label, "bleu": round(sacre_bleu(outputs, references)[0].score, 2),
                 "sentences_per_s": round(rate, 1), "relative_speed": round(rate / free_rate, 3), "lines": len(lines)}
         if given is not None:
@@ -95,6 +153,9 @@ def main() -> None:
             steered = [(o, w) for o, w in zip(outputs, avoided) if w]
             line["lines_with_a_term"] = len(steered)
             line["free_of_term"] = round(sum(not contains_term(o, w) for o, w in steered) / max(len(steered), 1), 4)
+        if label == "markup":
+            line["well_formed"] = round(sum(same_tags(source, output) for source, output in zip(marked, translated)) / len(lines), 4)
+            line["text_as_unmarked"] = round(sum(a == b for a, b in zip(outputs, free)) / len(lines), 4)
         line.update(decode_hparams=f"beam_size={translator.settings.beam_size},alpha={translator.settings.alpha}",
                     kernel_choices=translator.settings.kernel_choices, cpu=cpu_model(), date=time.strftime("%Y-%m-%d"),
                     input=os.path.basename(args.input))

@@ -53,23 +53,39 @@ def links_of(attention: np.ndarray, source_words: np.ndarray, target_words: np.n
     return {(int(np.argmax(merged[j])), j) for j in range(target_count)}
 
 
+class CrossAttention:
+    """A model's cross-attention weights of one decoder layer in a teacher-forced pass, as one
+    traced graph for every batch shape (kept by whoever aligns many batches: the engine)."""
+
+    def __init__(self, model, layer: int):
+        import tensorflow as tf
+
+        self.model, self.layer = model, layer
+        self._weights = tf.function(lambda inputs, targets: model.attention_weights(inputs, targets)["encoder_decoder"][layer],
+                                    input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2, autograph=False)
+
+    def __call__(self, source_ids, target_ids) -> np.ndarray:
+        """float32 [B, h, T, S] of 0-padded id batches."""
+        import tensorflow as tf
+
+        return np.asarray(tf.cast(self._weights(source_ids, target_ids), tf.float32))
+
+
 def attention_links(model, vocabularies, sources: list[str], targets: list[str], layer: int = -1, heads=(),
-                    shift: int = SHIFT, batch_size: int = 64) -> list[set]:
+                    shift: int = SHIFT, batch_size: int = 64, attention: CrossAttention | None = None) -> list[set]:
     """The links of each (source, target) pair of texts (an empty set for an empty side), read
     from decoder layer `layer`'s cross-attention (the mean over `heads`; (): all), `shift` 0 or 1
-    (see the module docstring), in batches of `batch_size` pairs."""
-    import tensorflow as tf
-
+    (see the module docstring), in batches of `batch_size` pairs; `attention`, the model's
+    `CrossAttention` of that layer if one is kept."""
     from t2t_keras.decoding.line_decoding import padded_batch
 
+    attention = attention or CrossAttention(model, layer)
     found = []
     for start in range(0, len(sources), batch_size):
         chunk = list(zip(sources[start:start + batch_size], targets[start:start + batch_size]))
         source_ids = [vocabularies.source.encode(s, add_eos=True) for s, _ in chunk]
         target_ids = [vocabularies.target.encode(t, add_eos=True) for _, t in chunk]
-        weights = model.attention_weights(tf.constant(padded_batch(source_ids)),
-                                          tf.constant(padded_batch(target_ids)))["encoder_decoder"][layer]
-        weights = np.asarray(tf.cast(weights, tf.float32))  # [B, h, T, S]
+        weights = attention(padded_batch(source_ids), padded_batch(target_ids))  # [B, h, T, S]
         weights = weights[:, list(heads)] if heads else weights
         weights = weights.mean(axis=1)
         for row, ((source, target), source_row, target_row) in enumerate(zip(chunk, source_ids, target_ids)):
@@ -78,9 +94,9 @@ def attention_links(model, vocabularies, sources: list[str], targets: list[str],
                 found.append(set())
                 continue
             # Row t + shift is read for target piece t; the last piece's next step is EOS's.
-            attention = weights[row, shift:shift + real_target, :real_source]
-            attention = attention / np.maximum(attention.sum(axis=1, keepdims=True), 1e-9)
-            found.append(links_of(attention, word_of_pieces(vocabularies.source.pieces(source_row[:-1])),
+            pair = weights[row, shift:shift + real_target, :real_source]
+            pair = pair / np.maximum(pair.sum(axis=1, keepdims=True), 1e-9)
+            found.append(links_of(pair, word_of_pieces(vocabularies.source.pieces(source_row[:-1])),
                                   word_of_pieces(vocabularies.target.pieces(target_row[:-1]))))
     return found
 

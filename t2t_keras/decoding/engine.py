@@ -19,7 +19,7 @@ import dataclasses
 import functools
 
 from t2t_keras.decoding import kernel_choices, markup
-from t2t_keras.decoding.alignment import attention_links
+from t2t_keras.decoding.alignment import CrossAttention, attention_links
 from t2t_keras.decoding.controls import Steering, TargetPieces
 from t2t_keras.decoding.line_decoding import postprocess, score_lines, translate_lines
 from t2t_keras.errors import UsageError
@@ -46,7 +46,7 @@ class DecodingEngine:
         self._models, self._restore = {}, models
         self._shortlists = shortlists or (lambda settings: None)
         self._reverse = reverse() if reverse else None
-        self._modules, self._kernels = {}, {}
+        self._modules, self._kernels, self._attention = {}, {}, {}
         self._asked_choices = settings.kernel_choices  # forced by the user ('' = all timed here)
         self.settings = dataclasses.replace(settings, parallel_parts=parts)
         # Restored and its kernels chosen now: a damaged checkpoint stops the load, not a first call.
@@ -118,10 +118,13 @@ class DecodingEngine:
     def _aligned(self, lines: list[str], outputs: list, settings: DecodeHParams) -> list:
         """`outputs` (each line's hypotheses) with their word alignments."""
         pairs = [(line, h.text) for line, hypotheses in zip(lines, outputs) for h in hypotheses]
-        model = self._model(settings.precision)
-        model = getattr(model, "models", [model])[0]  # an Ensemble's first member
-        links = iter(attention_links(model, self.vocabularies, [s for s, _ in pairs], [t for _, t in pairs],
-                                     settings.alignment_layer, batch_size=settings.sentences_per_batch))
+        key = (settings.precision, settings.alignment_layer)
+        if key not in self._attention:
+            model = self._model(settings.precision)
+            self._attention[key] = CrossAttention(getattr(model, "models", [model])[0], settings.alignment_layer)  # an Ensemble's first
+        attention = self._attention[key]
+        links = iter(attention_links(attention.model, self.vocabularies, [s for s, _ in pairs], [t for _, t in pairs],
+                                     settings.alignment_layer, batch_size=settings.sentences_per_batch, attention=attention))
         return [[h._replace(alignment=tuple(sorted(next(links), key=lambda link: (link[1], link[0])))) for h in hypotheses]
                 for hypotheses in outputs]
 
