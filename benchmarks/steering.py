@@ -9,6 +9,9 @@ file and its references (default: the shipped Multi30k val set, lines the model 
   partial prefix  ... its first word and the first two letters of its second ("Ein Hu")
   avoid           each output avoids the first word of 4+ letters of the free output that its
                   reference lacks (a word the model chose and the translator rejects)
+  constraints     each output must hold its reference's first word of 4+ letters that the free
+                  output lacks (a term the translator wants and the model did not choose), and
+                  a second reference word of 4+ letters where there is one (seeded)
   markup          each source with tags around random words and a placeholder (seeded): the
                   outputs well-formed with every tag once, their text without tags the free output
   alignments      the free search with each output's word alignment (a teacher-forced pass more)
@@ -54,6 +57,19 @@ def rejected_word(output: str, reference: str) -> str | None:
     """The output's first word of 4+ letters that the reference does not contain, or None."""
     reference_words = set(re.findall(r"\w+", reference.lower()))
     return next((w for w in re.findall(r"\w{4,}", output) if w.lower() not in reference_words), None)
+
+
+def wanted_words(output: str, reference: str, seed: int) -> list[str] | None:
+    """The reference's first word of 4+ letters that `output` lacks, then another of its words
+    of 4+ letters (chosen with `seed`), or None when the output has them all."""
+    import random
+
+    words = list(dict.fromkeys(re.findall(r"\w{4,}", reference)))
+    missing = [w for w in words if not re.search(r"(?<!\w)" + re.escape(w) + r"(?!\w)", output)]
+    if not missing:
+        return None
+    others = [w for w in words if w != missing[0]]
+    return [missing[0]] + ([random.Random(seed).choice(others)] if others else [])
 
 
 def marked_line(line: str, seed: int) -> str:
@@ -130,6 +146,8 @@ def main() -> None:
     configurations = [("free", {}, None), ("prefix", {"prefix": prefixes}, prefixes),
                       ("partial prefix", {"prefix": partials}, partials),
                       ("avoid", {"avoid": [[w] if w else None for w in avoided]}, None)]
+    wanted = [wanted_words(output, reference, number) for number, (output, reference) in enumerate(zip(free, references))]
+    configurations.append(("constraints", {"constraints": wanted}, None))
     rows = []
     marked = [marked_line(line, number) for number, line in enumerate(lines)]
     for label, steering, given in configurations + [("markup", {}, None), ("alignments", {}, None)]:
@@ -153,6 +171,14 @@ def main() -> None:
             steered = [(o, w) for o, w in zip(outputs, avoided) if w]
             line["lines_with_a_term"] = len(steered)
             line["free_of_term"] = round(sum(not contains_term(o, w) for o, w in steered) / max(len(steered), 1), 4)
+        if label == "constraints":
+            terms = [(o, w) for o, words in zip(outputs, wanted) for w in words or []]
+            line["lines_with_terms"] = sum(words is not None for words in wanted)
+            line["terms_present"] = round(sum(contains_term(o, w) for o, w in terms) / max(len(terms), 1), 4)
+            line["lines_with_terms_bleu"] = round(sacre_bleu([o for o, w in zip(outputs, wanted) if w],
+                                                             [r for r, w in zip(references, wanted) if w])[0].score, 2)
+            line["lines_with_terms_free_bleu"] = round(sacre_bleu([o for o, w in zip(free, wanted) if w],
+                                                                  [r for r, w in zip(references, wanted) if w])[0].score, 2)
         if label == "markup":
             line["well_formed"] = round(sum(same_tags(source, output) for source, output in zip(marked, translated)) / len(lines), 4)
             line["text_as_unmarked"] = round(sum(a == b for a, b in zip(outputs, free)) / len(lines), 4)
@@ -170,7 +196,7 @@ def main() -> None:
     print("| configuration | BLEU | sentences/s | of free | outputs as asked | equal to ours |\n|---|---:|---:|---:|---:|---:|",
           file=sys.stderr)
     for line in rows:
-        asked = line.get("start_with_prefix", line.get("free_of_term", ""))
+        asked = line.get("start_with_prefix", line.get("free_of_term", line.get("terms_present", "")))
         label = f"{line['engine']}, {line['label']}" if "engine" in line else line["label"]
         print(f"| {label} | {line['bleu']} | {line['sentences_per_s']} | {line.get('relative_speed', '')} | {asked} | "
               f"{line.get('equal_to_ours', '')} |", file=sys.stderr)

@@ -130,17 +130,18 @@ class Translator:
         return self._backend.checkpoint_paths
 
     def generate(self, texts: list[str], *, prefix: list | None = None, avoid: list | None = None,
-                 batch_size: int | None = None, progress: bool = False, **settings) -> list[str]:
-        """The best output of each text (an empty one for a blank text); `prefix` and `avoid`
-        as `translate`'s."""
+                 constraints: list | None = None, batch_size: int | None = None, progress: bool = False,
+                 **settings) -> list[str]:
+        """The best output of each text (an empty one for a blank text); `prefix`, `avoid` and
+        `constraints` as `translate`'s."""
         texts = _checked_list(texts, "generate")
-        steering = _checked_steering(len(texts), prefix, avoid, "generate")
+        steering = _checked_steering(len(texts), prefix, avoid, constraints, "generate")
         return [hypotheses[0].text for hypotheses in
                 self._translate_iter(texts, "generate", 1, False, batch_size, progress, settings, *steering)]
 
     def translate(self, texts: list[str], *, n_best: int = 1, log_probs: bool = False, alignments: bool = False,
-                  prefix: list | None = None, avoid: list | None = None, batch_size: int | None = None,
-                  progress: bool = False, **settings) -> list[list[Hypothesis]]:
+                  prefix: list | None = None, avoid: list | None = None, constraints: list | None = None,
+                  batch_size: int | None = None, progress: bool = False, **settings) -> list[list[Hypothesis]]:
         """The `n_best` best `Hypothesis`es of each text, best first: text, score (what the search
         ranked by), with `log_probs` log P(text | input) (a teacher-forced pass more; else None),
         whether the text was cut to max_input_tokens (`truncated`), and with `alignments` its
@@ -150,38 +151,44 @@ class Translator:
         Steering, one item per text (None: none): `prefix`, the text each output starts with
         (its pieces forced and scored; one ending inside a word, "Ein Hu", is completed by a
         piece that continues the word: "Ein Hund"); `avoid`, a list of terms (words or phrases)
-        none of whose spellings may appear in the output. n_best gives the best different
-        continuations of a prefix."""
+        none of whose spellings may appear in the output; `constraints`, a list of terms each
+        output must contain as written (dynamic beam allocation; where the maximum length
+        leaves no room for them all, the hypothesis names those it lacks: `missing`). n_best
+        gives the best different continuations of a prefix."""
         texts = _checked_list(texts, "translate")
-        steering = _checked_steering(len(texts), prefix, avoid, "translate")
+        steering = _checked_steering(len(texts), prefix, avoid, constraints, "translate")
         return list(self._translate_iter(texts, "translate", n_best, log_probs, batch_size, progress, settings, *steering,
                                          alignments=alignments))
 
     def translate_iter(self, texts: Iterable[str], *, n_best: int = 1, log_probs: bool = False, alignments: bool = False,
-                       prefix: Iterable | None = None, avoid: Iterable | None = None, batch_size: int | None = None,
-                       progress: bool = False, **settings) -> Iterator[list[Hypothesis]]:
+                       prefix: Iterable | None = None, avoid: Iterable | None = None, constraints: Iterable | None = None,
+                       batch_size: int | None = None, progress: bool = False, **settings) -> Iterator[list[Hypothesis]]:
         """`translate` for inputs read lazily (a file's lines, a generator; each text's one line
-        break at its end is dropped; `prefix` and `avoid` likewise, an item per text): each
+        break at its end is dropped; `prefix`, `avoid` and `constraints` likewise, an item per text): each
         text's hypotheses in input order, a window of texts (8 batches) at a time, so memory
         holds one window. With sampling, the i-th text's samples depend on the seed and i only."""
         if isinstance(texts, (str, bytes)):
             raise TypeError(_NOT_A_LIST.format(method="translate_iter"))
-        steering = _checked_steering(None, prefix, avoid, "translate_iter")
+        steering = _checked_steering(None, prefix, avoid, constraints, "translate_iter")
         return self._translate_iter(texts, "translate_iter", n_best, log_probs, batch_size, progress, settings, *steering,
                                     alignments=alignments)
 
     def _translate_iter(self, texts, method: str, n_best: int, log_probs: bool, batch_size, progress: bool,
-                        settings: dict, prefix=None, avoid=None, alignments: bool = False) -> Iterator[list[Hypothesis]]:
+                        settings: dict, prefix=None, avoid=None, constraints=None,
+                        alignments: bool = False) -> Iterator[list[Hypothesis]]:
         call = self._call_settings(batch_size, settings, method)
         translate_window = self._backend.window_translator(call, n_best, log_probs, alignments)
         bar = _bar(progress, texts)
         replaced = []
-        steered = prefix is not None or avoid is not None
-        items = _steered_items(_checked_texts(texts, method, replaced), prefix, avoid, method)
+        steered = prefix is not None or avoid is not None or constraints is not None
+        items = _steered_items(_checked_texts(texts, method, replaced), prefix, avoid, constraints, method)
         try:
             for numbers, window in windows(items, window_lines(call)):
-                lines = [line for line, _, _ in window]
-                steering = {"prefixes": [p for _, p, _ in window], "avoids": [a for _, _, a in window]} if steered else {}
+                lines = [line for line, *_ in window]
+                steering = {}
+                if steered:
+                    _, prefixes, avoids, required = (list(column) for column in zip(*window))
+                    steering = {"prefixes": prefixes, "avoids": avoids, "constraints": required}
                 outputs, _ = translate_window(lines, numbers, bar.update, **steering)
                 yield from outputs
         finally:
@@ -218,11 +225,11 @@ _NOT_A_LIST = "{method} takes a list of sentences, e.g. {method}([\"A dog runs.\
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
-def _checked_steering(count: int | None, prefix, avoid, method: str) -> tuple:
-    """(prefix, avoid) as given (None, or one item per text: lists when `count` is the number of
-    texts, any iterable for translate_iter); a bare string is a TypeError, a list of another
-    length one line."""
-    for name, items in (("prefix", prefix), ("avoid", avoid)):
+def _checked_steering(count: int | None, prefix, avoid, constraints, method: str) -> tuple:
+    """(prefix, avoid, constraints) as given (None, or one item per text: lists when `count` is
+    the number of texts, any iterable for translate_iter); a bare string is a TypeError, a list
+    of another length one line."""
+    for name, items in (("prefix", prefix), ("avoid", avoid), ("constraints", constraints)):
         if items is None:
             continue
         if isinstance(items, (str, bytes)):
@@ -230,24 +237,26 @@ def _checked_steering(count: int | None, prefix, avoid, method: str) -> tuple:
             raise TypeError(f"{method}: {name} takes one item per text, e.g. {name}={example}, not a string.")
         if count is not None and len(items) != count:
             raise UsageError(f"{method}: {name} has {len(items)} items for {count} texts; give one per text (None for none).")
-    return prefix, avoid
+    return prefix, avoid, constraints
 
 
-def _steered_items(numbered_lines, prefix, avoid, method: str):
-    """(index, (line, its prefix, its avoided terms)) of each (index, line), each item checked:
-    a prefix a str without a line break, or None; avoided terms a list of strs, or None."""
+def _steered_items(numbered_lines, prefix, avoid, constraints, method: str):
+    """(index, (line, its prefix, its avoided terms, its required terms)) of each (index, line),
+    each item checked: a prefix a str without a line break, or None; terms a list of strs, or None."""
     import itertools
 
     prefixes = itertools.repeat(None) if prefix is None else iter(prefix)
     avoids = itertools.repeat(None) if avoid is None else iter(avoid)
-    for (index, line), start, terms in zip(numbered_lines, prefixes, avoids):
+    required = itertools.repeat(None) if constraints is None else iter(constraints)
+    for (index, line), start, terms, needed in zip(numbered_lines, prefixes, avoids, required):
         if start is not None and (not isinstance(start, str) or "\n" in start):
             raise TypeError(f"{method}: prefix item {index} is {type(start).__name__} {start!r:.40}; give a str "
                             "of one line, or None.")
-        if terms is not None and (isinstance(terms, str) or not all(isinstance(t, str) for t in terms)):
-            raise TypeError(f"{method}: avoid item {index} is {terms!r:.60}; give a list of terms, e.g. [\"Hund\"], "
-                            "or None.")
-        yield index, (line, start, list(terms) if terms is not None else None)
+        for name, given in (("avoid", terms), ("constraints", needed)):
+            if given is not None and (isinstance(given, str) or not all(isinstance(t, str) for t in given)):
+                raise TypeError(f"{method}: {name} item {index} is {given!r:.60}; give a list of terms, e.g. "
+                                "[\"Hund\"], or None.")
+        yield index, (line, start, *(list(given) if given is not None else None for given in (terms, needed)))
 
 
 def _replaced(defaults: DecodeHParams, settings: dict, method: str) -> DecodeHParams:

@@ -30,7 +30,7 @@ def test_the_api_is_importable_from_the_top():
     from t2t_keras import Hypothesis, LabelSmoothedCrossEntropy, Transformer, Translator
 
     assert Translator.__module__ == "t2t_keras.translator" and Transformer.__module__ == "t2t_keras.models.transformer"
-    assert Hypothesis._fields == ("text", "log_prob", "score", "truncated", "alignment") and LabelSmoothedCrossEntropy.__name__ in t2t_keras.__all__
+    assert Hypothesis._fields == ("text", "log_prob", "score", "truncated", "alignment", "missing") and LabelSmoothedCrossEntropy.__name__ in t2t_keras.__all__
 
 
 def test_settings_change_per_call_and_each_graph_is_traced_once(translator):

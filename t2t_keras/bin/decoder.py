@@ -10,6 +10,7 @@ ensemble of them); or score given translations.
     t2t-keras-decoder --output_dir=ENDE --reverse_model=DEEN ...   # the beam's hypotheses reranked by log P(en | de)
     t2t-keras-decoder ... --decode_shards=8 --decode_shard_id=3   # lines of block 3 of 8 -> FILE.shard-3-of-8
     t2t-keras-decoder ... --prefix_file=in.prefix.de --avoid_file=in.avoid.json   # steered, line by line
+    t2t-keras-decoder ... --constraints_file=in.terms.json   # terms each output must hold
     t2t-keras-decoder ... --decode_to_file=out.de --alignment_file=out.align     # word alignments beside it
 
 Output: one line per input line; with --n_best=N, N consecutive lines per input line, best
@@ -31,6 +32,8 @@ from t2t_keras.bin import flags as common_flags
 from t2t_keras.data.text_files import check_text_file
 from t2t_keras.decoding import file_decoding
 from t2t_keras.errors import UsageError
+
+STEERING_FILES = ("prefix_file", "avoid_file", "constraints_file")  # read line by line with --decode_from_file
 
 
 def define_flags() -> None:
@@ -83,6 +86,10 @@ def define_flags() -> None:
     flags.DEFINE_string("avoid_file", None,
                         "Line by line with --decode_from_file, a JSON list of terms (words or phrases) the output must "
                         "not contain, e.g. [\"Hund\", \"rote Katze\"] (an empty line: none).")
+    flags.DEFINE_string("constraints_file", None,
+                        "Line by line with --decode_from_file, a JSON list of terms (words or phrases) the output must "
+                        "contain, as written, e.g. [\"Köter\"] (an empty line: none); a line whose maximum length leaves "
+                        "no room for them all is named on stderr.")
 
 
 def main(argv) -> int:
@@ -109,7 +116,7 @@ def main(argv) -> int:
     reference = problem.read_reference(FLAGS.decode_reference, "--decode_reference") if FLAGS.decode_reference else None
     if reference is not None and len(reference) != total:
         raise UsageError(f"--decode_reference={FLAGS.decode_reference} has {len(reference)} lines, --decode_from_file has {total}; they must be aligned.")
-    for name in ("prefix_file", "avoid_file"):
+    for name in STEERING_FILES:
         if FLAGS[name].value and count_lines(FLAGS[name].value, f"--{name}") != total:
             raise UsageError(f"--{name}={FLAGS[name].value} has {count_lines(FLAGS[name].value, f'--{name}')} lines, "
                              f"--decode_from_file has {total}; they must be aligned (an empty line: none).")
@@ -130,7 +137,7 @@ def main(argv) -> int:
         _refuse_to_replace(path)  # an object store's output is written whole: no record to resume from
     if FLAGS.decode_to_file and files.is_local(path) and not FLAGS.decode_interactive:
         record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, _columns(),
-                               {name: FLAGS[name].value for name in ("prefix_file", "avoid_file")})
+                               {name: FLAGS[name].value for name in STEERING_FILES})
         output = ResumableOutput(path, record, FLAGS.n_best)
         if FLAGS.alignment_file:  # grown with the output, resumed with it
             alignment_output = ResumableOutput(_output_path(FLAGS.alignment_file), {**record, "alignments_of": path},
@@ -156,12 +163,16 @@ def main(argv) -> int:
         return itertools.islice(lines, first + skip, end)
 
     def steering(skip: int):
-        """Each line's (prefix, avoided terms) from --prefix_file and --avoid_file, or None."""
-        if not FLAGS.prefix_file and not FLAGS.avoid_file:
+        """Each line's (prefix, avoided terms, required terms) from --prefix_file, --avoid_file
+        and --constraints_file, or None."""
+        if not any(FLAGS[name].value for name in STEERING_FILES):
             return None
         prefixes = read_lines(FLAGS.prefix_file, TextStats(), "--prefix_file") if FLAGS.prefix_file else itertools.repeat("")
-        avoids = file_decoding.read_avoid_lines(FLAGS.avoid_file) if FLAGS.avoid_file else itertools.repeat(None)
-        return itertools.islice(((prefix or None, terms) for prefix, terms in zip(prefixes, avoids)), first + skip, end)
+        avoids = file_decoding.read_term_lines(FLAGS.avoid_file) if FLAGS.avoid_file else itertools.repeat(None)
+        required = (file_decoding.read_term_lines(FLAGS.constraints_file, "--constraints_file") if FLAGS.constraints_file
+                    else itertools.repeat(None))
+        return itertools.islice(((prefix or None, terms, needed) for prefix, terms, needed in zip(prefixes, avoids, required)),
+                                first + skip, end)
 
     alignments = [] if FLAGS.alignment_file and output is None else None  # written whole at the end
 
@@ -245,7 +256,7 @@ def _check_files() -> None:
     is one line before the model (and TensorFlow) loads, and nothing is written. The output's
     directory is not created (`files.check_output_path`: a mistyped one is refused, as by `>`)."""
     FLAGS = flags.FLAGS
-    for name in ("decode_from_file", "score_file", "decode_reference", "prefix_file", "avoid_file"):
+    for name in ("decode_from_file", "score_file", "decode_reference", *STEERING_FILES):
         if FLAGS[name].value:
             check_text_file(FLAGS[name].value, f"--{name}", empty_ok=True)
     if FLAGS.decode_to_file:
@@ -306,6 +317,10 @@ def _summary(translator, report, stats, problem, reference, best, resumed: int, 
         summary += f"; invalid UTF-8 replaced on {len(invalid)} lines: {shown}"
     if report.repairs:
         summary += f"; {report.repairs} repairs to make the outputs well-formed"
+    if report.missing_terms:
+        shown = ", ".join(str(n) for n in report.missing_terms[:20])
+        summary += (f"; {len(report.missing_terms)} lines miss a term of --constraints_file (no room within the maximum "
+                    f"length: raise extra_length): {shown}")
     print(summary, file=sys.stderr)
     if reference is not None and best is not None:
         print(problem.score_outputs(best, reference).report, file=sys.stderr)

@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import tensorflow as tf
 
+from t2t_keras.decoding import constraints
 from t2t_keras.decoding.controls import SearchControls, step_allowed
 from t2t_keras.decoding.kernel_choices import GRAPH_ONLY, DecodeKernels
 from t2t_keras.kernels.beam_candidates import NEG_INF, masked_by_sentence, row_candidates
@@ -94,6 +95,7 @@ def beam_search(
     kernels: DecodeKernels = GRAPH_ONLY,
     min_length: int = 0,
     controls: SearchControls | None = None,
+    continues_word=None,
 ) -> BeamSearchResult:
     """Returns the `beam_size` best hypotheses per sentence.
 
@@ -147,7 +149,11 @@ def beam_search(
       controls: each sentence's prefix and avoided terms (`controls.SearchControls`, [B, ...]
         each): they restrict the tokens a hypothesis may take (`controls.step_allowed`); its
         scores stay the model's log-probabilities over the whole vocabulary, so a forced
-        prefix's pieces count in them.
+        prefix's pieces count in them. With its constraint_ids, the terms each output must
+        hold (`constraints`: dynamic beam allocation; a sentence's hypotheses that cannot meet
+        them all by its maximum length end there, ranked below any that did).
+      continues_word: [V] bool, the pieces that continue a word (no word-start mark, a letter
+        or digit first): none may follow a constraint's last piece (with constraints).
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"beam_search: n_best={n_best} must be 1 to beam_size ({beam_size}).")
@@ -163,6 +169,7 @@ def beam_search(
         sentence_groups = ()
     steering = controls is not None
     restricted = token_filter is not None or steering
+    constraining = steering and not isinstance(controls.constraint_ids, tuple)
     if controls is None:
         controls = ()
 
@@ -180,12 +187,17 @@ def beam_search(
         """What a hypothesis of `length` tokens (EOS included; scalar or [A, 1]) ranks by: its
         log P / ((5 + length) / 6) ** alpha; after a forced prefix, the prefix's log P plus the
         rest's over the rest's length (a prefix is given, not chosen: normalised with the rest,
-        its low probability would make longer continuations look better as alpha grows)."""
+        its low probability would make longer continuations look better as alpha grows); a
+        sentence with terms that must appear with alpha at most `constraints.MAX_ALPHA`."""
         if not steering:
             return log_probs / length_penalty(length, alpha)
         given = controls.prefix_lengths[:, None]
         prefix = prefix_log_probs[:, None]
-        return (log_probs - prefix) / length_penalty(tf.maximum(length - given, 0), alpha) + prefix
+        sentence_alpha = alpha
+        if constraining and alpha > constraints.MAX_ALPHA:
+            has_terms = tf.reduce_any(controls.constraint_lengths > 0, axis=1, keepdims=True)
+            sentence_alpha = tf.where(has_terms, constraints.MAX_ALPHA, alpha)
+        return (log_probs - prefix) / length_penalty(tf.maximum(length - given, 0), sentence_alpha) + prefix
 
     def settled(generated, alive_log_probs, scores, flags, max_lengths, controls, prefix_log_probs):
         """[A] bool: which of the searching sentences are settled once `generated` tokens are."""
@@ -212,11 +224,50 @@ def beam_search(
         return (tf.gather(active, keep), tf.gather(alive_seqs, keep), tf.gather(alive_log_probs, keep),
                 (state, filter_state, *per_sentence))
 
+    def constrained_candidates(alive_log_probs, row_log_probs, row_tokens, logits, log_normalizers, allowed_tokens,
+                               at_limit, met, controls, sentence_groups):
+        """(log P [A, N], tokens [A, N], beams [A, N], constraint states [A, N, ...], whether
+        among the 2K best extensions [A, N]) of every candidate: each hypothesis's row_k best
+        extensions and the pieces that advance its unmet constraints (where allowed, never at
+        the last position), one of two that reach the same state dropped."""
+        ids, lengths = controls.constraint_ids, controls.constraint_lengths
+        searching, count = tf.shape(row_log_probs)[0], tf.shape(ids)[1]
+        tokens, valid = constraints.advancing_pieces(met, ids, lengths)  # [A, K, M]
+        flat_tokens = tf.reshape(tokens, [searching * K, count])
+        valid = tf.reshape(valid, [searching * K, count]) & tf.gather(allowed_tokens, flat_tokens, batch_dims=1)
+        columns = flat_tokens
+        if vocabulary is not None:  # the tokens' columns in their sentence's row (a shortlist's)
+            rows = tf.gather(vocabulary, tf.repeat(sentence_groups, K))
+            columns = tf.minimum(tf.searchsorted(rows, flat_tokens), tf.shape(rows)[1] - 1)
+            valid &= tf.equal(tf.gather(rows, columns, batch_dims=1), flat_tokens)
+        piece_log_probs = tf.gather(logits, columns, batch_dims=1) - log_normalizers
+        piece_log_probs = tf.reshape(tf.where(valid & ~at_limit, piece_log_probs, NEG_INF), [searching, K, count])
+        row_met = constraints.advance(met, row_tokens, tf.fill(tf.shape(row_tokens), -1), ids, lengths)
+        piece_met = constraints.advance(met, tokens, tf.broadcast_to(tf.range(count), tf.shape(tokens)), ids, lengths)
+        duplicate = tf.reduce_any(
+            tf.equal(row_tokens[:, :, :, None], tokens[:, :, None, :]) & (row_log_probs > NEG_INF / 2)[:, :, :, None] & constraints.same(
+                constraints.ConstraintState(*(t[:, :, :, None] for t in row_met)),
+                constraints.ConstraintState(*(t[:, :, None] for t in piece_met))), axis=2)  # [A, K, M]
+        piece_log_probs = tf.where(duplicate, NEG_INF, piece_log_probs)
+        per_hypothesis = tf.shape(row_tokens)[2] + count
+        extensions = tf.reshape(alive_log_probs[:, :, None] + row_log_probs, [searching, -1])
+        best = tf.math.top_k(extensions, k=2 * K).indices  # what the search without terms chooses from
+        among_best = tf.reduce_any(tf.equal(tf.range(tf.shape(extensions)[1])[None, :, None], best[:, None, :]), axis=2)
+        among_best = tf.concat([tf.reshape(among_best, tf.shape(row_log_probs)), tf.zeros_like(piece_log_probs, tf.bool)], 2)
+        log_probs = tf.reshape(alive_log_probs[:, :, None] + tf.concat([row_log_probs, piece_log_probs], axis=2),
+                               [searching, K * per_hypothesis])
+        all_tokens = tf.reshape(tf.concat([row_tokens, tokens], axis=2), [searching, K * per_hypothesis])
+        all_met = constraints.ConstraintState(*(tf.concat([a, b], axis=2) for a, b in zip(row_met, piece_met)))
+        beams = tf.range(K * per_hypothesis)[None, :] // per_hypothesis
+        return (log_probs, all_tokens, tf.tile(beams, [searching, 1]),
+                constraints.flattened(all_met, searching, K * per_hypothesis),
+                tf.reshape(among_best, [searching, K * per_hypothesis]))
+
     def condition(index, active, *_):
         return (index < max_length) & (tf.size(active) > 0)
 
     def body(index, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states):
-        state, filter_state, sentence_state, column_mask, sentence_groups, controls, prefix_log_probs = states
+        state, filter_state, sentence_state, column_mask, sentence_groups, controls, prefix_log_probs, met = states
         searching = tf.shape(active)[0]
         active_max_lengths = tf.gather(max_lengths, active)
         ids = tf.reshape(alive_seqs[:, :, -1], [-1])
@@ -241,6 +292,12 @@ def beam_search(
             if steering:
                 steered = step_allowed(controls, alive_seqs, index, tf.shape(controls.completion)[1])
                 allowed = steered if allowed is None else allowed & steered
+            if constraining:  # EOS once all are met; no piece continuing a constraint's last word
+                eos = tf.equal(tf.range(tf.shape(allowed)[1]), eos_id)[None, :]
+                allowed &= ~(eos & ~tf.reshape(constraints.all_met(met), [-1, 1]))
+                if continues_word is not None:
+                    allowed &= ~(tf.reshape(met.closing, [-1, 1]) & continues_word[None, :])
+            allowed_tokens = allowed
             if vocabulary is not None:
                 allowed = tf.gather(allowed, tf.gather(vocabulary, tf.repeat(sentence_groups, K)), batch_dims=1)
             row_logits, row_tokens = top_k_rows(tf.where(allowed, logits, NEG_INF), row_k, kernels.top_k == "native")
@@ -260,19 +317,30 @@ def beam_search(
         row_tokens = tf.where(at_limit, eos_id, row_tokens)
         row_log_probs = tf.reshape(row_log_probs, [searching, K, row_k])
 
-        # 2K candidates per sentence from its K * 2K extensions.
-        candidates = tf.reshape(alive_log_probs[:, :, None] + row_log_probs, [searching, K * row_k])
-        candidate_log_probs, flat_indices = tf.math.top_k(candidates, k=2 * K)
-        candidate_beams = flat_indices // row_k
-        candidate_tokens = tf.gather(tf.reshape(row_tokens, [searching, K * row_k]), flat_indices, batch_dims=1)
+        if constraining:  # every extension and each hypothesis's constraint pieces; the beam filled bank by bank
+            candidate_log_probs, candidate_tokens, candidate_beams, candidate_met, among_best = constrained_candidates(
+                alive_log_probs, row_log_probs, tf.reshape(row_tokens, [searching, K, row_k]), logits,
+                log_normalizers, allowed_tokens, at_limit, met, controls, sentence_groups)
+            # A sentence without terms ends hypotheses as below (an EOS of the 2K best); one with terms
+            # by any EOS of a hypothesis that met them (val BLEU 42.1 -> 43.9 on the demo model).
+            has_terms = tf.reduce_any(controls.constraint_lengths > 0, axis=1, keepdims=True)
+            candidate_finished = tf.equal(candidate_tokens, eos_id) & (among_best | has_terms)
+            banks = constraints.progress(candidate_met, controls.constraint_lengths)
+            alive_choice = constraints.bank_choice(tf.where(tf.equal(candidate_tokens, eos_id), NEG_INF, candidate_log_probs),
+                                                   banks, K)
+            alive_log_probs = tf.gather(candidate_log_probs, alive_choice, batch_dims=1)
+            met = constraints.gathered(candidate_met, alive_choice)
+        else:  # 2K candidates per sentence from its K * 2K extensions
+            candidates = tf.reshape(alive_log_probs[:, :, None] + row_log_probs, [searching, K * row_k])
+            candidate_log_probs, flat_indices = tf.math.top_k(candidates, k=2 * K)
+            candidate_beams = flat_indices // row_k
+            candidate_tokens = tf.gather(tf.reshape(row_tokens, [searching, K * row_k]), flat_indices, batch_dims=1)
+            candidate_finished = tf.equal(candidate_tokens, eos_id)
+            # Alive: the K best candidates that did not just finish.
+            alive_log_probs, alive_choice = tf.math.top_k(tf.where(candidate_finished, NEG_INF, candidate_log_probs), k=K)
         candidate_seqs = tf.concat(
             [tf.gather(alive_seqs, candidate_beams, batch_dims=1), candidate_tokens[:, :, None]], axis=2
         )
-        candidate_finished = tf.equal(candidate_tokens, eos_id)
-
-        # Alive: the K best candidates that did not just finish.
-        alive_candidates = tf.where(candidate_finished, NEG_INF, candidate_log_probs)
-        alive_log_probs, alive_choice = tf.math.top_k(alive_candidates, k=K)
         alive_seqs = tf.gather(candidate_seqs, alive_choice, batch_dims=1)
         parent_beams = tf.gather(candidate_beams, alive_choice, batch_dims=1)  # [A, K]
 
@@ -284,7 +352,12 @@ def beam_search(
         all_seqs = tf.concat([tf.gather(finished_seqs, active), candidate_seqs], axis=1)
         all_scores = tf.concat([tf.gather(finished_scores, active), new_scores], axis=1)
         all_flags = tf.concat([tf.gather(finished_flags, active), just_finished], axis=1)
-        scores, choice = tf.math.top_k(all_scores, k=K)
+        if constraining:  # one that ended at the maximum length without them all ranks below those that did
+            unmet = tf.concat([tf.zeros([searching, K], tf.bool), ~constraints.all_met(candidate_met)], axis=1)
+            _, choice = tf.math.top_k(constraints.unmet_key(all_scores, unmet), k=K)
+            scores = tf.gather(all_scores, choice, batch_dims=1)
+        else:
+            scores, choice = tf.math.top_k(all_scores, k=K)
         flags = tf.gather(all_flags, choice, batch_dims=1)
         at = active[:, None]
         finished_seqs = tf.tensor_scatter_nd_update(finished_seqs, at, tf.gather(all_seqs, choice, batch_dims=1))
@@ -300,7 +373,7 @@ def beam_search(
         parent_rows = tf.range(searching)[:, None] * K + parent_beams
         active, alive_seqs, alive_log_probs, states = drop_settled(
             done, parent_rows, active, alive_seqs, alive_log_probs,
-            (state, filter_state, sentence_state, column_mask, sentence_groups, controls, prefix_log_probs))
+            (state, filter_state, sentence_state, column_mask, sentence_groups, controls, prefix_log_probs, met))
         return index + 1, active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states
 
     # A sentence that may generate nothing (max length 0) is settled before any step.
@@ -308,7 +381,8 @@ def beam_search(
     active, alive_seqs, alive_log_probs, states = drop_settled(
         max_lengths <= 0, first_rows, active, alive_seqs, alive_log_probs,
         (initial_state, filter_state, sentence_state, column_mask, sentence_groups, controls,
-         tf.zeros([batch_size]) if steering else ()))
+         tf.zeros([batch_size]) if steering else (),
+         constraints.initial_state(controls.constraint_lengths, K) if constraining else ()))
     loop_vars = (tf.constant(0), active, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, states)
     shape_invariants = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
     _, _, _, _, finished_seqs, finished_scores, finished_flags, _ = tf.while_loop(

@@ -1,5 +1,5 @@
 """What a translator steers a search with, per input: a target prefix (forced pieces, then the
-completion of a partial last word) and terms that must not appear.
+completion of a partial last word), terms that must not appear and terms that must.
 
     controls = SearchControls.of(prefix_ids, prefix_lengths, completion, banned_context, banned_tokens)
     allowed = step_allowed(controls, alive_seqs, index, vocab_size)   # [A * K, V] bool, beam_search's
@@ -20,12 +20,18 @@ choices. Everything here is per sentence ([B, ...], the rows of a batch) and run
                                            banned_tokens[b, n]: every tokenisation of an avoided
                                            term, its last piece banned after the others
                                            (banned_tokens -1: no sequence)
-  target_ids [B, E]                        the pieces a prefix forces or completes (0-padded):
-                                           what a shortlist's rows must hold
+  target_ids [B, E]                        the pieces a prefix forces or completes and those of
+                                           the terms that must appear (0-padded): what a
+                                           shortlist's rows must hold
+  constraint_ids [B, M, L], constraint_lengths [B, M]
+                                           the terms that must appear, each as the tokenizer
+                                           spells it (length 0 pads; `constraints`); () when
+                                           no sentence of the batch has any
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 WILDCARD = -1  # in banned_context: matches any token (a sequence shorter than C tokens)
@@ -38,6 +44,8 @@ class SearchControls(NamedTuple):
     banned_context: object
     banned_tokens: object
     target_ids: object
+    constraint_ids: object = ()
+    constraint_lengths: object = ()
 
 
 def step_allowed(controls: SearchControls, alive_seqs, index, vocab_size):
@@ -118,6 +126,19 @@ class TargetPieces:
             return forced, continuing
         return forced + self.vocabulary.encode(partial), None
 
+    def required(self, term: str) -> list[int]:
+        """The pieces a term that must appear is searched as: its words as the tokenizer spells
+        them, from a word start."""
+        return self.vocabulary.encode(" ".join(term.split()))
+
+    @functools.cached_property
+    def continues_word(self):
+        """bool [V]: the pieces that continue a word (no word-start mark, a letter or digit first),
+        which may not follow the last piece of a term that must appear."""
+        import numpy as np
+
+        return np.array([bool(piece) and not piece.startswith(WORD_START) and piece[0].isalnum() for piece in self.pieces])
+
     def spellings(self, term: str) -> list[list[int]]:
         """Every tokenisation of `term` (one or more words) as the start of a word and glued to
         what precedes it (after punctuation), fewest pieces first, at most MAX_SPELLINGS."""
@@ -159,9 +180,10 @@ def contains_term(text: str, term: str) -> bool:
     return bool(words) and re.search(r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)", text) is not None
 
 
-def control_arrays(pieces: TargetPieces, prefixes: list, avoids: list) -> SearchControls:
+def control_arrays(pieces: TargetPieces, prefixes: list, avoids: list, required: list | None = None) -> SearchControls:
     """The numpy arrays of `SearchControls` for a batch: each sentence's prefix text (None or
-    "": none) and avoided terms (a list of strings; None: none)."""
+    "": none), avoided terms and terms that must appear (lists of strings; None: none; no
+    constraint arrays when `required` holds no term)."""
     import numpy as np
 
     vocab_size = len(pieces.pieces)
@@ -186,32 +208,49 @@ def control_arrays(pieces: TargetPieces, prefixes: list, avoids: list) -> Search
             if len(ids) > 1:
                 banned_context[row, n, context - len(ids) + 1:] = ids[:-1]
             banned_tokens[row, n] = ids[-1]
-    targets = [list(ids) + ([] if allowed is None else list(allowed)) for ids, allowed in zip(forced, completions)]
+    required = [[pieces.required(term) for term in terms or [] if term.strip()] for terms in required or [None] * batch]
+    targets = [list(ids) + ([] if allowed is None else list(allowed)) + [i for term in terms for i in term]
+               for ids, allowed, terms in zip(forced, completions, required)]
     target_ids = np.zeros([batch, max([len(ids) for ids in targets] + [1])], np.int32)
     for row, ids in enumerate(targets):
         target_ids[row, : len(ids)] = ids
-    return SearchControls(prefix_ids, np.array([len(ids) for ids in forced], np.int32), completion, banned_context,
-                          banned_tokens, target_ids)
+    controls = SearchControls(prefix_ids, np.array([len(ids) for ids in forced], np.int32), completion, banned_context,
+                              banned_tokens, target_ids)
+    if not any(required):
+        return controls
+    constraint_ids = np.zeros([batch, max(map(len, required)), max(len(term) for terms in required for term in terms)], np.int32)
+    constraint_lengths = np.zeros(constraint_ids.shape[:2], np.int32)
+    for row, terms in enumerate(required):
+        for m, ids in enumerate(terms):
+            constraint_ids[row, m, : len(ids)] = ids
+            constraint_lengths[row, m] = len(ids)
+    return controls._replace(constraint_ids=constraint_ids, constraint_lengths=constraint_lengths)
 
 
 class Steering(NamedTuple):
-    """What a window of lines is steered by: each line's prefix (None: none) and avoided terms
-    (None or []: none), in the lines' order, with the target vocabulary's `TargetPieces`."""
+    """What a window of lines is steered by: each line's prefix (None: none), avoided terms and
+    terms that must appear (None or []: none), in the lines' order, with the target
+    vocabulary's `TargetPieces`."""
 
     pieces: TargetPieces
     prefixes: list
     avoids: list
+    constraints: list
 
     @property
     def active(self) -> bool:
-        return any(self.prefixes) or any(self.avoids)
+        return any(self.prefixes) or any(self.avoids) or any(self.constraints)
 
     def arrays(self, rows: list[int]) -> SearchControls:
         """The `SearchControls` of the lines at `rows` (a batch)."""
-        return control_arrays(self.pieces, [self.prefixes[i] for i in rows], [self.avoids[i] for i in rows])
+        return control_arrays(self.pieces, [self.prefixes[i] for i in rows], [self.avoids[i] for i in rows],
+                              [self.constraints[i] for i in rows])
 
-    def without_avoided(self, row: int, beam: list) -> list:
-        """Line `row`'s hypotheses (each with .text), those with none of its avoided terms
-        first, in their order."""
-        terms = self.avoids[row] or []
-        return sorted(beam, key=lambda h: any(contains_term(h.text, term) for term in terms))
+    def checked(self, row: int, beam: list) -> list:
+        """Line `row`'s hypotheses (each with .text), each with the terms that must appear and
+        it lacks (`missing`), those with none of its avoided terms first, then those missing
+        fewest, in their order (the search ranks an output without every term last; this also
+        catches a term met by pieces the text does not show as whole words)."""
+        avoided, required = self.avoids[row] or [], [term for term in self.constraints[row] or [] if term.strip()]
+        beam = [h._replace(missing=tuple(term for term in required if not contains_term(h.text, term))) for h in beam]
+        return sorted(beam, key=lambda h: (any(contains_term(h.text, term) for term in avoided), len(h.missing)))

@@ -92,16 +92,18 @@ class DecodingEngine:
         return self._model(self.settings.precision)
 
     def window_translator(self, settings: DecodeHParams, n_best: int, log_probs: bool, alignments: bool = False):
-        """(lines, line numbers, on_lines(count), prefixes=None, avoids=None) -> (each line's
-        hypotheses, repairs): `prefixes` and `avoids`, each line's prefix and avoided terms;
+        """(lines, line numbers, on_lines(count), prefixes=None, avoids=None, constraints=None) ->
+        (each line's hypotheses, repairs): `prefixes`, `avoids` and `constraints`, each line's
+        prefix, avoided terms and terms that must appear;
         with `alignments`, each hypothesis's word alignment (`alignment.attention_links`: the
         cross-attention of settings.alignment_layer; an ensemble's first member's)."""
         module = self.search_module(settings)
 
-        def translate(lines, numbers, on_lines, prefixes=None, avoids=None):
+        def translate(lines, numbers, on_lines, prefixes=None, avoids=None, constraints=None):
             steering = None
-            if prefixes is not None or avoids is not None:
-                steering = Steering(self.target_pieces, prefixes or [None] * len(lines), avoids or [None] * len(lines))
+            if prefixes is not None or avoids is not None or constraints is not None:
+                none = [None] * len(lines)
+                steering = Steering(self.target_pieces, prefixes or none, avoids or none, constraints or none)
             marked = [markup.parse(line, number + 1) for line, number in zip(lines, numbers)] if settings.markup else None
             texts = [m.text for m in marked] if marked is not None else lines
             outputs = translate_lines(module, texts, n_best, log_probs, line_numbers=numbers, on_lines=on_lines,

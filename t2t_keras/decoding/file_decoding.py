@@ -27,6 +27,7 @@ class DecodeReport:
     empty_lines: int = 0
     invalid_utf8_lines: list = dataclasses.field(default_factory=list)  # 1-based line numbers
     repairs: int = 0  # edits that made outputs well-formed (parsing)
+    missing_terms: list = dataclasses.field(default_factory=list)  # 1-based numbers of lines whose best output lacks a required term
 
 
 def read_source_lines(path: str, report: DecodeReport, flag: str = "--decode_from_file") -> list[str]:
@@ -45,8 +46,8 @@ def decode_stream(translate_window, numbered_lines: Iterator[tuple[int, str]], w
     each window to `write` as output lines in input order (with the `columns` of
     `output_lines`). `translate_window(lines, line_numbers, on_lines)` -> (each line's
     `Hypothesis` list, repairs) is the Python API's (`t2t_keras.Translator`), so the decoder
-    and the API decode alike; `steering` yields each line's (prefix, avoided terms), read
-    alongside; `write_alignments`, if given, receives each output line's word alignment
+    and the API decode alike; `steering` yields each line's (prefix, avoided terms, required
+    terms), read alongside; `write_alignments`, if given, receives each output line's word alignment
     (Pharaoh "i-j ..."), after `write` has its window. Memory holds one window, never the whole
     input."""
     report = report or DecodeReport()
@@ -58,9 +59,10 @@ def decode_stream(translate_window, numbered_lines: Iterator[tuple[int, str]], w
         for numbers, lines in windows(numbered_lines, window_size):
             steered = {}
             if steering is not None:
-                lines, prefixes, avoids = (list(column) for column in zip(*lines))
-                steered = {"prefixes": prefixes, "avoids": avoids}
+                lines, prefixes, avoids, constraints = (list(column) for column in zip(*lines))
+                steered = {"prefixes": prefixes, "avoids": avoids, "constraints": constraints}
             outputs, repairs = translate_window(lines, numbers, bar.update, **steered)
+            report.missing_terms += [number + 1 for number, hypotheses in zip(numbers, outputs) if hypotheses[0].missing]
             report.lines += len(lines)
             report.empty_lines += sum(not line.strip() for line in lines)
             report.repairs += repairs
@@ -73,9 +75,10 @@ def decode_stream(translate_window, numbered_lines: Iterator[tuple[int, str]], w
     return report
 
 
-def read_avoid_lines(path: str, flag: str = "--avoid_file") -> Iterator[list[str] | None]:
-    """Each line of `path` as the terms its input line must not translate to: a JSON list of
-    strings (an empty line: None); anything else is one line naming the file and line."""
+def read_term_lines(path: str, flag: str = "--avoid_file") -> Iterator[list[str] | None]:
+    """Each line of `path` as the terms its input line's output must not (--avoid_file) or must
+    (--constraints_file) contain: a JSON list of strings (an empty line: None); anything else
+    is one line naming the file and line."""
     import json
 
     from t2t_keras.errors import UsageError

@@ -19,7 +19,8 @@ SHORTLIST_GROUPS = 8
 
 def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, token_filter=None,
                  cached: bool = True, shortlist=None, exact: bool = False,
-                 n_best: int = 1, kernels: DecodeKernels = GRAPH_ONLY, min_length: int = 0, controls=None):
+                 n_best: int = 1, kernels: DecodeKernels = GRAPH_ONLY, min_length: int = 0, controls=None,
+                 continues_word=None):
     """Beam search for source ids [B, S] over the model's cached decode step: the encoder runs
     once, its keys and values are projected once per layer (`init_decoding`), and every step
     feeds one token per hypothesis. `cached=False` runs the whole decoder over each
@@ -30,8 +31,9 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
     choices (`kernel_choices.DecodeKernels`: the output product's orientation or int8, the
     native beam kernels of a search run in this process); `min_length`: no output ends
     before it has this many tokens, EOS included (`beam_search.beam_search`); `controls`: each
-    sentence's prefix and avoided terms (`controls.SearchControls`), whose pieces a shortlist's
-    rows then include. Returns a `beam_search.BeamSearchResult`."""
+    sentence's prefix, avoided terms and terms that must appear (`controls.SearchControls`),
+    whose pieces a shortlist's rows then include; `continues_word` [V] bool: the pieces that may
+    not follow a required term's last one. Returns a `beam_search.BeamSearchResult`."""
     import tensorflow as tf
 
     from t2t_keras.decoding.beam_search import beam_search
@@ -56,7 +58,7 @@ def search_batch(model, input_ids, beam_size: int, alpha: float, max_lengths, to
         step, state, tf.shape(input_ids)[0], beam_size, alpha, max_lengths,
         eos_id=EOS_ID, token_filter=token_filter, filter_state=filter_state, vocabulary=vocabulary,
         sentence_groups=groups, column_mask=mask, exact=exact, n_best=n_best, sentence_state=memory,
-        kernels=kernels, min_length=min_length, controls=controls,
+        kernels=kernels, min_length=min_length, controls=controls, continues_word=continues_word,
     )
 
 

@@ -14,6 +14,7 @@ class Hypothesis(NamedTuple):
     # (after a forced prefix: the prefix's log-probability + the rest's over the rest's length)
     truncated: bool = False  # the input was longer than max_input_tokens and only its first ones were translated
     alignment: tuple | None = None  # with alignments=True: (source word, target word) index pairs over whitespace words
+    missing: tuple = ()  # the terms that had to appear and do not (the maximum length left no room for them)
 
 
 EMPTY = Hypothesis("", 0.0, 0.0)  # what an empty input line gets (as in the SavedModel)

@@ -76,16 +76,18 @@ def translate_lines(module, lines: list[str], n_best: int = 1, log_probs: bool =
     told as lines are done (a progress bar). With sampling, line i's samples come from the
     seed of its number `line_numbers[i]` (default: i), whatever batch it lands in. A line longer
     than the module's max_input_tokens is translated from its first ones (Hypothesis.truncated).
-    `steering` (`controls.Steering`): each line's prefix and avoided terms; of a sentence's beam,
-    the best hypotheses without an avoided term come first (the search bans every spelling of
-    it up to `controls.MAX_SPELLINGS`; this catches any other)."""
+    `steering` (`controls.Steering`): each line's prefix, avoided terms and terms that must
+    appear; of a sentence's beam, the best hypotheses without an avoided term come first (the
+    search bans every spelling of it up to `controls.MAX_SPELLINGS`; this catches any other),
+    then those missing fewest required terms, each naming those it misses
+    (`Hypothesis.missing`)."""
     vocabularies, hparams = module.vocabularies, module.decode_hparams
     batching = batching or hparams
     if not 1 <= n_best <= hparams.beam_size:
         raise UsageError(f"n_best={n_best}: choose 1 to beam_size ({hparams.beam_size}).")
     steering = steering if steering is not None and steering.active else None
     if steering is not None and hparams.sampling:
-        raise UsageError("prefix and avoid steer beam search; with sampling (sampling_top_k) the outputs are drawn: "
+        raise UsageError("prefix, avoid and constraints steer beam search; with sampling (sampling_top_k) the outputs are drawn: "
                          "decode with sampling_top_k=0.")
     line_numbers = list(range(len(lines))) if line_numbers is None else line_numbers
     encoded, row_batches = sorted_batches(lines, vocabularies.source, batching, on_lines)
@@ -94,8 +96,13 @@ def translate_lines(module, lines: list[str], n_best: int = 1, log_probs: bool =
     def search(rows):
         batch = padded_batch([encoded[i] for i in rows])
         if steering is not None:
-            search_steered = module.steered_best_ids if n_best == 1 and reverse is None else module.steered_ids
-            result = search_steered(batch, *steering.arrays(rows))
+            controls = steering.arrays(rows)
+            if isinstance(controls.constraint_ids, tuple):
+                search_steered = module.steered_best_ids if n_best == 1 and reverse is None else module.steered_ids
+                result = search_steered(batch, *controls[:-2])
+            else:
+                search_steered = module.constrained_best_ids if n_best == 1 and reverse is None else module.constrained_ids
+                result = search_steered(batch, *controls)
         elif hparams.sampling:
             result = module.sample_ids(batch, np.array([line_seed(hparams.seed, line_numbers[i]) for i in rows], np.int64))
         else:  # the best only (unless a reverse model reranks them all): a search that stops as soon as it is settled
@@ -107,7 +114,7 @@ def translate_lines(module, lines: list[str], n_best: int = 1, log_probs: bool =
             hypotheses = rerank_by_reverse(reverse, [lines[i] for i in rows], [len(encoded[i]) for i in rows], hypotheses,
                                            batching.reverse_weight, hparams.beam_size)
         if steering is not None:
-            hypotheses = [steering.without_avoided(i, beam) for i, beam in zip(rows, hypotheses)]
+            hypotheses = [steering.checked(i, beam) for i, beam in zip(rows, hypotheses)]
         return [beam[:n_best] for beam in hypotheses]
 
     cap = hparams.max_input_tokens

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding import graph_search
 from t2t_keras.decoding.beam_search import search_in_parts
-from t2t_keras.decoding.controls import WORD_START, SearchControls
+from t2t_keras.decoding.controls import WORD_START, SearchControls, TargetPieces
 from t2t_keras.decoding.kernel_choices import DecodeKernels
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.system import decoding_parts
@@ -104,6 +104,23 @@ class SearchModule(tf.Module):
         """steered_ids for the best output only, as best_ids is translate_ids's."""
         return self._steered_ids(input_ids, controls, 1)
 
+    @tf.function(
+        input_signature=[
+            *steered_ids.input_signature,
+            tf.TensorSpec([None, None, None], tf.int32, name="constraint_ids"),
+            tf.TensorSpec([None, None], tf.int32, name="constraint_lengths"),
+        ],
+        autograph=False,
+    )
+    def constrained_ids(self, input_ids, *controls):
+        """steered_ids with terms each output must hold (`constraints`: dynamic beam allocation)."""
+        return self._steered_ids(input_ids, controls, self.decode_hparams.beam_size)
+
+    @tf.function(input_signature=constrained_ids.input_signature, autograph=False)
+    def constrained_best_ids(self, input_ids, *controls):
+        """constrained_ids for the best output only."""
+        return self._steered_ids(input_ids, controls, 1)
+
     def _steered_ids(self, input_ids, controls, n_best: int):
         result = search_in_parts(functools.partial(self._search, n_best=n_best), self._capped(input_ids),
                                  self.parallel_parts, *controls)
@@ -138,11 +155,17 @@ class SearchModule(tf.Module):
     def _search(self, input_ids, *controls, n_best: int):
         hp = self.decode_hparams
         controls = SearchControls(*controls) if controls else None
-        max_lengths = graph_search.max_lengths(input_ids, hp.extra_length, self.max_position,
-                                               None if controls is None else controls.prefix_lengths)
+        forced = None if controls is None else controls.prefix_lengths
+        if controls is not None and not isinstance(controls.constraint_lengths, tuple):
+            forced += tf.reduce_sum(controls.constraint_lengths, axis=1)  # room for the terms that must appear
+        max_lengths = graph_search.max_lengths(input_ids, hp.extra_length, self.max_position, forced)
+        continues_word = None
+        if controls is not None and not isinstance(controls.constraint_ids, tuple) and self.vocabularies is not None:
+            continues_word = tf.constant(TargetPieces(self.vocabularies.target).continues_word)
         return graph_search.search_batch(self.model, input_ids, hp.beam_size, hp.alpha, max_lengths,
                                          self.token_filter, shortlist=self.shortlist, exact=hp.exact_search,
-                                         n_best=n_best, kernels=self.kernels, min_length=hp.min_length, controls=controls)
+                                         n_best=n_best, kernels=self.kernels, min_length=hp.min_length, controls=controls,
+                                         continues_word=continues_word)
 
     def _sample(self, input_ids, seeds):
         hp = self.decode_hparams

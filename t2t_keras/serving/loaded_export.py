@@ -81,7 +81,10 @@ class LoadedExport:
         if not 1 <= n_best <= self.settings.beam_size:
             raise UsageError(f"n_best={n_best}: choose 1 to this export's beam_size ({self.settings.beam_size}).")
 
-        def translate(lines, numbers, on_lines, prefixes=None, avoids=None):
+        def translate(lines, numbers, on_lines, prefixes=None, avoids=None, constraints=None):
+            if any(constraints or []):
+                raise UsageError(f"{self.path} is an export: terms that must appear are searched for by decoding in a "
+                                 "process (Translator.from_preset(RUN_DIR)); this SavedModel has no constraints input.")
             if any(avoids or []):
                 raise UsageError(f"{self.path} is an export: avoided terms are banned by decoding in a process "
                                  "(Translator.from_preset(RUN_DIR)); a SavedModel has no avoid input.")
