@@ -67,8 +67,10 @@ def build_and_load(compiler_name: str, directory: pathlib.Path):
         return None, f"no C++ compiler ('{compiler_name}' is not on PATH; set CXX to one)"
     try:
         compile_flags, link_flags = _build_flags(compiler)
+        # TensorFlow's version, not where it is installed: two venvs of one TensorFlow share a build.
+        flags = " ".join([compiler, *compile_flags, *link_flags]).replace(os.path.dirname(tf.__file__), "TENSORFLOW")
         key = hashlib.sha256("\n".join([
-            *((SOURCE_DIR / name).read_text() for name in SOURCES + HEADERS), " ".join([compiler, *compile_flags, *link_flags]),
+            *((SOURCE_DIR / name).read_text() for name in SOURCES + HEADERS), flags,
             tf.__version__,
             _compiler_version(compiler), cpu_flags()]).encode()).hexdigest()[:16]
         directory.mkdir(parents=True, exist_ok=True)
