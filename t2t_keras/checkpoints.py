@@ -95,11 +95,13 @@ class RunDir:
         source, target = vocabularies
         info = {key: value for key, value in previous.items() if not key.startswith("target_vocab_")}
         info.pop("problem_settings", None)
-        info.update(problem=problem.name, vocab_sha256=source.sha256, vocab_size=source.size, **record)
+        info.update(problem=problem.name, vocab_sha256=source.sha256, vocab_pieces_sha256=source.pieces_sha256,
+                    vocab_size=source.size, **record)
         if problem.settings:
             info["problem_settings"] = problem.settings
         if not vocabularies.shared:
-            info.update(target_vocab_sha256=target.sha256, target_vocab_size=target.size)
+            info.update(target_vocab_sha256=target.sha256, target_vocab_pieces_sha256=target.pieces_sha256,
+                        target_vocab_size=target.size)
         self.write_run_info(info)
         files.write_atomically(self.vocab_path, source.model_proto)
         if vocabularies.shared:
@@ -123,7 +125,14 @@ class RunDir:
     def run_info(self) -> dict:
         if not files.isfile(self.run_path):
             raise UsageError(f"{self.run_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote.")
-        return json.loads(files.read_text(self.run_path))
+        return files.read_json(self.run_path, self._run_info_recovery())
+
+    def _run_info_recovery(self) -> str:
+        best = os.path.join(self.path, BEST_DIR, "run.json")
+        if os.path.basename(os.path.normpath(self.path)) != BEST_DIR and files.isfile(best):
+            return (f"its checkpoints are intact: restore it from a backup, or copy {best} (the record as of the best "
+                    "checkpoint's evaluation) over it.")
+        return "its checkpoints are intact: restore it from a backup, or train again into a new --output_dir."
 
     def problem(self):
         """The registered problem this directory's model was trained on, with the settings
@@ -132,14 +141,21 @@ class RunDir:
         return registry.problem(info["problem"]).configure(info.get("problem_settings", {}))
 
     def vocabularies(self):
-        """The `Vocabularies` (source, target) the model was trained with."""
+        """The `Vocabularies` (source, target) the model was trained with, checked against what
+        run.json recorded of them (a swapped file is one line, not garbage decoded)."""
         from t2t_keras.data.tokenizers import Vocabularies, Vocabulary
 
         if not files.isfile(self.vocab_path):
             raise UsageError(f"{self.vocab_path} is missing: --output_dir must be a directory t2t-keras-trainer wrote.")
         source = Vocabulary.load(self.vocab_path)
         separate = files.isfile(self.target_vocab_path)
-        return Vocabularies(source, Vocabulary.load(self.target_vocab_path) if separate else source)
+        target = Vocabulary.load(self.target_vocab_path) if separate else source
+        if files.isfile(self.run_path):
+            record = self.run_info()
+            source.check_against(record, "vocab_", self.run_path)
+            if separate:
+                target.check_against(record, "target_vocab_", self.run_path)
+        return Vocabularies(source, target)
 
     def checkpoints(self) -> list[str]:
         """Checkpoint paths, oldest first (as the checkpoint state file lists them)."""
@@ -401,7 +417,7 @@ class BestCheckpoint:
         run_path = os.path.join(self.path, "run.json")
         if not files.isfile(run_path):
             return None
-        return json.loads(files.read_text(run_path)).get("best")
+        return files.read_json(run_path, "it is the best checkpoint's record: restore it from a backup.").get("best")
 
     @staticmethod
     def recorded_metric(run_dir: RunDir) -> str | None:
@@ -410,7 +426,8 @@ class BestCheckpoint:
         for name in (BEST_DIR, files.PREVIOUS_PREFIX + BEST_DIR):
             run_path = os.path.join(run_dir.path, name, "run.json")
             if files.isfile(run_path):
-                return (json.loads(files.read_text(run_path)).get("best") or {}).get("metric")
+                record = files.read_json(run_path, "it is the best checkpoint's record: restore it from a backup.")
+                return (record.get("best") or {}).get("metric")
         return None
 
     def recover(self) -> None:

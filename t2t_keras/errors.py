@@ -11,6 +11,13 @@ class UsageError(ValueError):
     """Bad input that the user can fix; the message is one line and says how."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be (every command turns SIGTERM into
+    it): the same clean-up, then the line and exit status 143 (128 + SIGTERM) instead of 130."""
+
+    status = 143
+
+
 class Stopped(Exception):
     """A command stopped on a signal after keeping its work; the message is one line that says
     what was kept, `status` the exit status (128 + the signal's number, as shells report it)."""

@@ -148,6 +148,25 @@ def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8")
 
 
+def read_json(path: str, recovery: str) -> dict:
+    """The JSON object a record file holds. A damaged one (cut short by a full disk or an
+    interrupted copy, overwritten, not UTF-8) is one line naming it, what is wrong and
+    `recovery` (what to do), never a parser's traceback."""
+    import json
+
+    try:
+        value = json.loads(read_text(path))
+    except json.JSONDecodeError as error:
+        problem = f"{error.msg}: line {error.lineno} column {error.colno}"
+    except UnicodeDecodeError:
+        problem = "not UTF-8 text"
+    else:
+        if isinstance(value, dict):
+            return value
+        problem = f"a JSON {type(value).__name__}, not an object"
+    raise UsageError(f"{path} is damaged ({problem}); {recovery}")
+
+
 def sha256(path: str) -> str:
     """The SHA-256 hex digest of a file's bytes, read a megabyte at a time."""
     digest = hashlib.sha256()

@@ -22,16 +22,17 @@ keeps the lines written, and the same command continues after them (FILE.decode.
 records the input, checkpoint and settings it must match).
 """
 
+import contextlib
 import itertools
 import sys
 
 from absl import flags
 
-from t2t_keras import files
+from t2t_keras import files, locks
 from t2t_keras.bin import flags as common_flags
 from t2t_keras.data.text_files import check_text_file
 from t2t_keras.decoding import file_decoding
-from t2t_keras.errors import UsageError
+from t2t_keras.errors import Terminated, UsageError
 
 STEERING_FILES = ("prefix_file", "avoid_file", "constraints_file")  # read line by line with --decode_from_file
 
@@ -94,6 +95,11 @@ def define_flags() -> None:
 
 def main(argv) -> int:
     del argv
+    with contextlib.ExitStack() as held:  # the output file's lock, until the command ends
+        return _main(held)
+
+
+def _main(held: contextlib.ExitStack) -> int:
     if common_flags.load_registrations():
         return 0
     FLAGS = flags.FLAGS
@@ -136,6 +142,7 @@ def main(argv) -> int:
     if FLAGS.decode_to_file and not files.is_local(path) and files.exists(path) and not FLAGS.start_over:
         _refuse_to_replace(path)  # an object store's output is written whole: no record to resume from
     if FLAGS.decode_to_file and files.is_local(path) and not FLAGS.decode_interactive:
+        held.enter_context(locks.holding(path + locks.FILE_LOCK_SUFFIX, "--decode_to_file", path))  # one decoder a file
         record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, _columns(),
                                {name: FLAGS[name].value for name in STEERING_FILES})
         output = ResumableOutput(path, record, FLAGS.n_best)
@@ -209,13 +216,14 @@ def main(argv) -> int:
         _decode(translator, numbered(done), output.write, report, end - first, done, steering(done),
                 alignment_output.write if alignment_output is not None else None)
         finished = True
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         for written_output in (output, alignment_output):
             if written_output is not None:
                 written_output.close(complete=False)
         written = output.complete_inputs()
-        raise KeyboardInterrupt(
-            f"interrupted: {written} of {end - first} input lines are in {path}; rerun the same command to continue."
+        raise type(interrupt)(  # Ctrl-C or SIGTERM (errors.Terminated), as it came
+            f"{_stopped_by(interrupt)}: {written} of {end - first} input lines are in {path}; rerun the same command "
+            "to continue."
         ) from None
     finally:
         for written_output in (alignment_output, output):  # the output last: its record says both are complete
@@ -249,6 +257,10 @@ def _collect(alignments):
 def _write_alignments(alignments) -> None:
     if alignments is not None:
         file_decoding.write_lines(_output_path(flags.FLAGS.alignment_file), alignments)
+
+
+def _stopped_by(interrupt: KeyboardInterrupt) -> str:
+    return "SIGTERM" if isinstance(interrupt, Terminated) else "interrupted"
 
 
 def _check_files() -> None:

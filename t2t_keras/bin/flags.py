@@ -3,6 +3,7 @@
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import warnings
@@ -11,7 +12,7 @@ from pathlib import Path
 from absl import app, flags
 
 from t2t_keras import files, registry
-from t2t_keras.errors import Stopped, UsageError
+from t2t_keras.errors import Stopped, Terminated, UsageError
 
 FLAGS = flags.FLAGS
 
@@ -110,6 +111,7 @@ def run(main, define_flags, extra_help: str = "") -> None:
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; every option is a --flag.")
         new_directories = _new_directories(own_flags)
+        signal.signal(signal.SIGTERM, _terminate)  # a scheduler's stop is Ctrl-C's clean-up, status 143
         quiet = FLAGS.verbosity < 1
         native_log = _quiet_logging() if quiet else None
         status = 1
@@ -138,11 +140,12 @@ def run(main, define_flags, extra_help: str = "") -> None:
             print(str(e), file=sys.stderr)
             status = e.status
             return status
-        except KeyboardInterrupt as e:
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM as errors.Terminated
             # A command may say what it kept (the decoder: how many lines); the default is the promise of every command.
-            message = str(e) or "interrupted: finished files are kept and nothing half-written is left; rerun to continue."
+            stopped_by = "SIGTERM" if isinstance(e, Terminated) else "interrupted"
+            message = str(e) or f"{stopped_by}: finished files are kept and nothing half-written is left; rerun to continue."
             print(message, file=sys.stderr)
-            status = INTERRUPTED_STATUS
+            status = e.status if isinstance(e, Terminated) else INTERRUPTED_STATUS
             return status
         except BaseException as e:
             if _is_filesystem_error(e):  # its message names the path, where the filesystem gives one
@@ -159,6 +162,10 @@ def run(main, define_flags, extra_help: str = "") -> None:
                 _remove_if_empty(new_directories)
 
     app.run(guarded_main, flags_parser=_parse_flags)
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
 
 
 def _parse_flags(argv: list[str]) -> list[str]:

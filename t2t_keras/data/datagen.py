@@ -17,7 +17,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import tqdm
 
-from t2t_keras import files
+from t2t_keras import files, locks
 from t2t_keras.data import manifest, tfrecords
 from t2t_keras.data.text_files import TextStats
 from t2t_keras.data.tokenizers import Vocabularies, Vocabulary, train_sentencepiece
@@ -41,12 +41,18 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
     file this call added (Ctrl-C keeps the finished ones, for a rerun to continue).
     """
     files.ensure_writable_dir(data_dir, "--data_dir")
+    with locks.holding(os.path.join(data_dir, locks.LOCK_FILE), "--data_dir", data_dir):  # one datagen at a time
+        return _generate_unlocked(problem, data_dir, tmp_dir, overwrite, progress, vocabularies, shuffle_buffer)
+
+
+def _generate_unlocked(problem, data_dir: str, tmp_dir: str, overwrite: bool, progress: bool,
+                       vocabularies: Vocabularies | None, shuffle_buffer: int) -> dict:
     files.remove_incomplete(data_dir, problem.name)  # what a killed run left, even beside complete data
     if not overwrite and manifest.is_complete(problem, data_dir):
         record = manifest.load(problem, data_dir)
         _check_same_recipe(problem, data_dir, record, vocabularies)
         return {**record, "reused": True}
-    before = set(files.listdir(data_dir))
+    before = set(files.listdir(data_dir)) | {locks.LOCK_FILE}
     try:
         return _generate(problem, data_dir, tmp_dir, overwrite, progress, vocabularies, shuffle_buffer)
     except Exception:  # a failure found while writing (a bad line, a truncated file): the data_dir as it was

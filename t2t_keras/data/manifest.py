@@ -32,7 +32,7 @@ def load(problem, data_dir: str) -> dict:
     path = problem.manifest_path(data_dir)
     if not files.isfile(path):
         raise UsageError(f"--data_dir={data_dir} has no complete data for {problem.name} (no {os.path.basename(path)}); {fix}.")
-    manifest = json.loads(files.read_text(path))
+    manifest = files.read_json(path, f"rerun t2t-keras-datagen --problem={problem.name} --data_dir={data_dir} --overwrite.")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise UsageError(f"{path}: written by another version of t2t-keras; rerun t2t-keras-datagen with --overwrite.")
     vocabularies = {"vocab": problem.vocab_path(data_dir)}

@@ -106,6 +106,36 @@ class Vocabulary:
     def sha256(self) -> str:
         return hashlib.sha256(self.model_proto).hexdigest()
 
+    @property
+    def pieces_sha256(self) -> str:
+        """The SHA-256 of its pieces in id order: what ids mean to a model trained with it (a
+        SentencePiece model saved again, or trained again to the same pieces, keeps it)."""
+        return hashlib.sha256("\n".join(self.pieces(range(self.size))).encode()).hexdigest()
+
+    def check_against(self, record: dict, prefix: str, recorded_in: str) -> None:
+        """A UsageError naming this file and `recorded_in` when `record`'s {prefix}sha256 (and
+        {prefix}pieces_sha256, {prefix}size) say it is not the vocabulary recorded there: other
+        bytes with the same pieces pass; a record without pieces passes with a warning when the
+        size agrees (runs of earlier versions)."""
+        recorded = record.get(f"{prefix}sha256")
+        if recorded is None or recorded == self.sha256:
+            return
+        pieces, size = record.get(f"{prefix}pieces_sha256"), record.get(f"{prefix}size")
+        if pieces == self.pieces_sha256:
+            return
+        fix = "put back the vocabulary it was trained with (the data dir's, from datagen)"
+        if size is not None and size != self.size:
+            raise UsageError(f"{self.path} has {self.size} pieces, the model's vocabulary in {recorded_in} has {size}: "
+                             f"it is not the vocabulary the model was trained with; {fix}.")
+        if pieces is not None:
+            raise UsageError(f"{self.path} is not the vocabulary recorded in {recorded_in}: the same size ({self.size}) "
+                             f"but other pieces (sha256 {self.sha256[:12]}, recorded {recorded[:12]}); {fix}.")
+        from absl import logging
+
+        logging.warning("%s differs from the vocabulary recorded in %s (sha256 %s, recorded %s; same size, pieces not "
+                        "recorded by this older run): decoding with it; if outputs are garbage, %s.", self.path,
+                        recorded_in, self.sha256[:12], recorded[:12], fix)
+
     def encode(self, text: str, add_eos: bool = False) -> list[int]:
         """Ids of `text`, ending with EOS if `add_eos` (as the model reads and writes them)."""
         ids = self._processor.encode(text)

@@ -105,6 +105,9 @@ def export_metadata(module, version: int) -> dict:
         "checkpoints": list(module.checkpoint_paths),  # every member of an ensemble, the first's first
         "decode_hparams": dataclasses.asdict(module.decode_hparams),
         "kernel_choices": module.kernels.record(),  # the step product's orientation as timed on the exporting machine
+        "vocabularies": {name: {"sha256": vocabulary.sha256, "pieces_sha256": vocabulary.pieces_sha256, "size": vocabulary.size}
+                         for name, vocabulary in zip(VOCAB_ASSETS, module.vocabularies) if module.vocabularies is not None
+                         and (name == VOCAB_ASSETS[0] or not module.vocabularies.shared)},
         "signatures": {
             "serving_default": "inputs [B] string -> outputs [B] string, scores [B] float32, log_probs [B] float32, "
                                "truncated [B] bool",

@@ -10,7 +10,6 @@ export gives linearised trees, not repaired ones).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from t2t_keras import files
@@ -54,7 +53,10 @@ class LoadedExport:
         self.vocabularies = Vocabularies(self.source_vocabulary, self.target_vocabulary)
         metadata_path = os.path.join(self.path, METADATA_FILE)
         # What the export does (problem, checkpoint, decode settings baked in); {} for an export of an older version.
-        self.metadata = json.loads(files.read_text(metadata_path)) if files.isfile(metadata_path) else {}
+        self.metadata = (files.read_json(metadata_path, "export the run again (t2t-keras-exporter).")
+                         if files.isfile(metadata_path) else {})
+        for name, vocabulary in zip(VOCAB_ASSETS, (self.source_vocabulary, self.target_vocabulary)):
+            vocabulary.check_against(self.metadata.get("vocabularies", {}).get(name, {}), "", metadata_path)
         self.settings = DecodeHParams(**self.metadata.get("decode_hparams", {}))
         self.settings = self.checked(replace_fields(self.settings, settings or {}, source))
         self.checkpoint_paths = [self.path]

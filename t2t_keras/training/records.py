@@ -129,6 +129,8 @@ def choose_alpha(evaluator, run_dir: RunDir, alphas, step: int) -> float:
     equals), recorded in run.json as the run's decode default (and best/'s, if kept): the
     paper's 0.6 left a small model's outputs 9% short (docs/own_data.md, "Two text files in"), which a
     user should not have to find out. --decode_hparams=alpha=... still overrides it."""
+    logging.info("Choosing the decoding alpha: decoding the %d dev sentences with each of %s.", len(evaluator.sources),
+                 ", ".join(f"{a:g}" for a in alphas))
     scores = evaluator.scores_by_alpha(alphas)
     alpha = max(alphas, key=lambda a: (scores[a], -a))
     record = {"decode_defaults": {"alpha": alpha}, "alpha_choice": {

@@ -150,11 +150,27 @@ class RunPlan:
             logging.info("%s stopped early at step %d: no better dev %s in %d evaluations since step %d.",
                          self.run_dir.path, stopped["step"], stopped["metric"], stopped["patience"], stopped["best_step"])
             return {"step": self.start_step, "already_done": True, "early_stopped": stopped}
+        if self.start_step >= self.settings.train_steps and self._last_records_missing():
+            logging.info("%s is at step %d, whose evaluation or choice of alpha a stop cut short: doing it now.",
+                         self.run_dir.path, self.start_step)
+            return None
         if self.start_step >= self.settings.train_steps:
             logging.info("%s is at step %d >= --train_steps=%d: nothing to do.", self.run_dir.path, self.start_step,
                          self.settings.train_steps)
             return {"step": self.start_step, "already_done": True}
         return None
+
+    def _last_records_missing(self) -> bool:
+        """Whether the chief's last step lacks its evaluation or its choice of alpha (a signal
+        during them stops the trainer without them)."""
+        settings = self.settings
+        if not (self.chief and settings.evaluate and self.resume_from and files.isfile(self.run_dir.run_path)):
+            return False
+        info = self.run_dir.run_info()
+        evaluated = any(e["step"] == self.start_step for e in info.get("evaluations", []))
+        alpha_chosen = not (settings.eval_sentences and settings.alpha_grid) or (
+            info.get("alpha_choice") or {}).get("step") == self.start_step
+        return not (evaluated and alpha_chosen)
 
     def write_records(self) -> BestCheckpoint | None:
         """The chief's records before the first step: hparams.json, run.json, the vocabularies,

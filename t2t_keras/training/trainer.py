@@ -34,6 +34,7 @@ import time
 import tensorflow as tf
 from absl import logging
 
+from t2t_keras import files, locks
 from t2t_keras.checkpoints import checkpoint_manager, checkpoint_step
 from t2t_keras.decoding.shortlist import load_run_shortlist
 from t2t_keras.errors import Stopped, UsageError
@@ -42,7 +43,7 @@ from t2t_keras.models import factory
 from t2t_keras.optimization.recipe import make_optimizer, moved_cooldown_note
 from t2t_keras.system import bfloat16_units
 from t2t_keras.training import kernel_choices
-from t2t_keras.training.distribution import is_multi_worker
+from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.records import EvaluationRecorder, ProgressWindow, TrainingLog, choose_alpha, duration, summary_writers
@@ -58,7 +59,17 @@ class TrainingStopped(RuntimeError):
 
 
 def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distribute.Strategy) -> dict:
-    """Trains to `settings.train_steps`; returns {"step", "loss", "eval": {...}} of the end."""
+    """Trains to `settings.train_steps`; returns {"step", "loss", "eval": {...}} of the end. The
+    run dir is held by this trainer (its chief, in a multi-worker job) until it ends: another
+    trainer on it is refused (`locks`)."""
+    if not is_chief(strategy):
+        return _train(problem, hparams, settings, strategy)
+    files.ensure_writable_dir(settings.output_dir, "--output_dir")
+    with locks.holding(os.path.join(settings.output_dir, locks.LOCK_FILE), "--output_dir", settings.output_dir):
+        return _train(problem, hparams, settings, strategy)
+
+
+def _train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distribute.Strategy) -> dict:
     plan = RunPlan.resolve(problem, hparams, settings, strategy)
     if plan.done:
         return plan.done
@@ -119,8 +130,18 @@ def train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distrib
             dropout = ResidualDropoutSchedule(model, hparams)
             result = _loop(train_step, dropout, iter(dataset), manager, recorder, writers, settings, start_step,
                            run_dir, log, stops)
+            if stops.received:  # at the last step, its evaluation cut short
+                raise Stopped(f"{describe(stops.received)}: stopped at step {result['step']} before its evaluation was "
+                              "recorded (the checkpoint is kept); the same command evaluates it.",
+                              exit_status(stops.received))
             if chief and evaluator is not None and score_sentences and settings.alpha_grid:
-                result["alpha"] = choose_alpha(evaluator, run_dir, settings.alpha_grid, result["step"])
+                try:
+                    with stops.interruptible():
+                        result["alpha"] = choose_alpha(evaluator, run_dir, settings.alpha_grid, result["step"])
+                except StopNow:
+                    raise Stopped(f"{describe(stops.received)}: stopped while choosing the decoding alpha at step "
+                                  f"{result['step']} (the checkpoint is kept); the same command chooses it.",
+                                  exit_status(stops.received)) from None
             return result
     finally:
         if chief:

@@ -519,3 +519,39 @@ def test_early_residual_dropout_trains_the_first_updates_then_p_drop_takes_over(
     assert not np.allclose(model(features, training=True), model(features, training=False))
     assert [schedule.set_for(step) for step in range(3, 5)] == [True, False]
     np.testing.assert_array_equal(model(features, training=True), model(features, training=False))
+
+
+def test_sigterm_during_the_alpha_choice_stops_at_once_and_the_same_command_chooses_it(multi30k_data_dir, tmp_path,
+                                                                                     monkeypatch):
+    """SIGTERM while the trainer chooses the decoding alpha after its last step: Stopped (143) at
+    once, the checkpoint kept and no choice recorded; the rerun evaluates that step again and
+    chooses it, where before it said "nothing to do" and the run never got one."""
+    from t2t_keras.errors import Stopped
+
+    settings = trainer.RunSettings(output_dir=str(tmp_path / "run"), data_dir=multi30k_data_dir, train_steps=2,
+                                   save_checkpoints_steps=2, log_steps=2, eval_steps=1, eval_sentences=4,
+                                   alpha_grid=(0.6, 1.0), seed=3)
+    choose_alpha = trainer.choose_alpha
+    sent = []
+
+    def signalled_choice(*args):
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGTERM)  # as a scheduler's stop arrives
+        return choose_alpha(*args)
+
+    monkeypatch.setattr(trainer, "choose_alpha", signalled_choice)
+    with pytest.raises(Stopped, match=r"^SIGTERM: stopped while choosing the decoding alpha at step 2 \(the checkpoint "
+                                      r"is kept\); the same command chooses it\.$") as stopped:
+        trainer.train(registry.problem("translate_ende_multi30k"), _hparams(), settings, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    assert stopped.value.status == 143 and time.monotonic() - sent[0] < 2.0
+    run_dir = RunDir(settings.output_dir)
+    assert "alpha_choice" not in run_dir.run_info() and (tmp_path / "run" / "ckpt-2.index").exists()
+
+    monkeypatch.setattr(trainer, "choose_alpha", choose_alpha)
+    result = trainer.train(registry.problem("translate_ende_multi30k"), _hparams(), settings,
+                           tf.distribute.OneDeviceStrategy("/cpu:0"))
+    info = run_dir.run_info()
+    assert result["alpha"] == info["decode_defaults"]["alpha"] and info["alpha_choice"]["step"] == 2
+    assert [e["step"] for e in info["evaluations"]] == [2]
+    assert trainer.train(registry.problem("translate_ende_multi30k"), _hparams(), settings,
+                         tf.distribute.OneDeviceStrategy("/cpu:0")).get("already_done")
