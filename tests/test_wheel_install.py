@@ -51,12 +51,9 @@ def test_the_installed_wheel_translates_as_the_checkout_does(trained_output_dir,
     work.mkdir()
     (work / "input.en").write_text("".join(line + "\n" for line in SENTENCES))
     decode = [f"--output_dir={trained_output_dir}", "--decode_from_file=input.en"]
-    # The venv's first process compiles the .pyc of every module it imports (installed without
-    # them): alone, so that the second one in the venv finds them.
-    wheel_command = subprocess.run([str(venv / "bin" / "t2t-keras-decoder"), *decode, "--decode_to_file=wheel.de"],
-                                   capture_output=True, text=True, cwd=work)
-    api, checkout = run_side_by_side(
-        [[str(python), "-c", PYTHON_API, trained_output_dir, *SENTENCES],
+    wheel_command, api, checkout = run_side_by_side(
+        [[str(venv / "bin" / "t2t-keras-decoder"), *decode, "--decode_to_file=wheel.de"],
+         [str(python), "-c", PYTHON_API, trained_output_dir, *SENTENCES],
          [sys.executable, "-m", "t2t_keras.bin.decoder", *decode, "--decode_to_file=checkout.de"]],
         cwd=work,
     )

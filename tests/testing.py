@@ -319,3 +319,18 @@ def build_wheel(directory) -> pathlib.Path:
                    check=True, capture_output=True)
     (wheel,) = pathlib.Path(directory).glob("t2t_keras-*.whl")
     return wheel
+
+
+def trained_with_another_vocabulary(run_dir, model_proto: bytes) -> None:
+    """`run_dir` as if its model had been trained with the SentencePiece model `model_proto`: the
+    file and run.json's record of it both replaced (a swapped file alone is refused as such)."""
+    import json
+
+    from t2t_keras.data.tokenizers import Vocabulary
+
+    vocabulary = Vocabulary(model_proto)
+    run_dir = pathlib.Path(run_dir)
+    (run_dir / "vocab.spm.model").write_bytes(model_proto)
+    record = json.loads((run_dir / "run.json").read_text())
+    record.update(vocab_sha256=vocabulary.sha256, vocab_pieces_sha256=vocabulary.pieces_sha256, vocab_size=vocabulary.size)
+    (run_dir / "run.json").write_text(json.dumps(record))

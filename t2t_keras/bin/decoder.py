@@ -142,7 +142,6 @@ def _main(held: contextlib.ExitStack) -> int:
     if FLAGS.decode_to_file and not files.is_local(path) and files.exists(path) and not FLAGS.start_over:
         _refuse_to_replace(path)  # an object store's output is written whole: no record to resume from
     if FLAGS.decode_to_file and files.is_local(path) and not FLAGS.decode_interactive:
-        held.enter_context(locks.holding(path + locks.FILE_LOCK_SUFFIX, "--decode_to_file", path))  # one decoder a file
         record = output_record(FLAGS.decode_from_file, (first, end), checkpoints, decode_hparams, FLAGS.n_best, _columns(),
                                {name: FLAGS[name].value for name in STEERING_FILES})
         output = ResumableOutput(path, record, FLAGS.n_best)
@@ -152,6 +151,7 @@ def _main(held: contextlib.ExitStack) -> int:
         # A rerun of another input, checkpoint or settings is refused, and a finished one ends, before any model is built.
         if all(o.progress(FLAGS.start_over)[1] for o in (output, alignment_output) if o is not None):
             return _nothing_to_do(path, end - first)
+        held.enter_context(locks.holding(path + locks.FILE_LOCK_SUFFIX, "--decode_to_file", path))  # one decoder a file
 
     from t2t_keras.translator import Translator
 

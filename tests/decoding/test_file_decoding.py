@@ -17,7 +17,7 @@ from t2t_keras.translator import Translator
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.checkpoints import RunDir, restore_model
 from t2t_keras.errors import UsageError
-from tests.testing import assert_one_line_error, refusal_probe, run_side_by_side
+from tests.testing import assert_one_line_error, refusal_probe, run_side_by_side, trained_with_another_vocabulary
 
 
 def _val(language, count):
@@ -289,6 +289,6 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(trained_output_dir, tm
 
     other = tmp_path / "other"
     shutil.copytree(trained_output_dir, other)
-    (other / "vocab.spm.model").write_bytes(train_sentencepiece(_val("en", 300) + _val("de", 300), 600))
+    trained_with_another_vocabulary(other, train_sentencepiece(_val("en", 300) + _val("de", 300), 600))
     with pytest.raises(UsageError, match=r"--ensemble=.*other: its vocabulary \(\d+ pieces, not 8000\) is not the first model.s"):
         Translator.from_preset(trained_output_dir, ensemble=[str(other)])

@@ -15,6 +15,7 @@ from t2t_keras.decoding.kernel_choices import DecodeKernels
 from t2t_keras.errors import UsageError
 from t2t_keras.models import Transformer
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
+from tests.testing import run_side_by_side
 
 VOCAB = 40
 
@@ -170,10 +171,12 @@ def test_the_decoder_reads_prefixes_and_avoided_terms_line_by_line(translator, t
     required = [None, ["Straße"], None, ["rote Mütze"], ["Köter"], None]
     (tmp_path / "terms.json").write_text("\n".join(json.dumps(a) if a else "" for a in required) + "\n", encoding="utf-8")
 
+    def command(*flags):
+        return [sys.executable, "-m", "t2t_keras.bin.decoder", "--noprogress", f"--output_dir={trained_output_dir}",
+                f"--decode_from_file={tmp_path / 'in.en'}", "--decode_hparams=beam_size=3,extra_length=8", *flags]
+
     def decoder(*flags):
-        return subprocess.run([sys.executable, "-m", "t2t_keras.bin.decoder", "--noprogress", f"--output_dir={trained_output_dir}",
-                               f"--decode_from_file={tmp_path / 'in.en'}", "--decode_hparams=beam_size=3,extra_length=8",
-                               *flags], capture_output=True, text=True)
+        return subprocess.run(command(*flags), capture_output=True, text=True)
 
     done = decoder(f"--prefix_file={tmp_path / 'prefix.de'}", f"--avoid_file={tmp_path / 'avoid.json'}",
                    f"--constraints_file={tmp_path / 'terms.json'}", f"--decode_to_file={tmp_path / 'out.de'}")
@@ -186,9 +189,10 @@ def test_the_decoder_reads_prefixes_and_avoided_terms_line_by_line(translator, t
     (tmp_path / "prefix.de").write_text("Ein\n" * 6, encoding="utf-8")
     (tmp_path / "bad.json").write_text('["Hund"\n\n\n\n\n\n', encoding="utf-8")
     (tmp_path / "short.de").write_text("Ein\n", encoding="utf-8")
-    refused = [decoder(f"--prefix_file={tmp_path / 'prefix.de'}", f"--avoid_file={tmp_path / 'avoid.json'}",
-                       f"--decode_to_file={tmp_path / 'out.de'}"),
-               decoder(f"--constraints_file={tmp_path / 'bad.json'}"), decoder(f"--prefix_file={tmp_path / 'short.de'}")]
+    refused = run_side_by_side([command(f"--prefix_file={tmp_path / 'prefix.de'}", f"--avoid_file={tmp_path / 'avoid.json'}",
+                                        f"--decode_to_file={tmp_path / 'out.de'}"),
+                                command(f"--constraints_file={tmp_path / 'bad.json'}"),
+                                command(f"--prefix_file={tmp_path / 'short.de'}")])
     for result, message in zip(refused, ["was decoded with another --prefix_file content",
                                          f"--constraints_file={tmp_path / 'bad.json'}:1: '[\"Hund\"' is not a JSON list of strings",
                                          f"--prefix_file={tmp_path / 'short.de'} has 1 lines, --decode_from_file has 6"]):

@@ -27,6 +27,7 @@ from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
 from t2t_keras.training.train_step import TrainStep
 from tests.testing import (SAME_KERNELS, SAME_KERNELS_FLAG, assert_one_line_error, interrupt_while, popen_interruptible,
+                           trained_with_another_vocabulary,
                            run_side_by_side, seed_generators)
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=512,max_length=64,learning_rate_warmup_steps=20"
@@ -151,11 +152,11 @@ def test_bad_input_is_reported_before_any_work(multi30k_data_dir, tmp_path):
     _train(tmp_path / "run", multi30k_data_dir, 2)
     vocabulary = tmp_path / "run" / "vocab.spm.model"  # as if trained on another data_dir's vocabulary
     trained_with = vocabulary.read_bytes()
-    vocabulary.write_bytes(train_sentencepiece([f"line {i} of another corpus" for i in range(300)], 400))
+    trained_with_another_vocabulary(vocabulary.parent, train_sentencepiece([f"line {i} of another corpus" for i in range(300)], 400))
     with pytest.raises(UsageError, match=r"holds a model trained with another vocabulary: its vocabulary \(\d+ pieces, not 8000\) "
                                          r"is not the one in --data_dir="):
         _train(tmp_path / "run", multi30k_data_dir, 4)
-    vocabulary.write_bytes(trained_with)
+    trained_with_another_vocabulary(vocabulary.parent, trained_with)
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(multi30k_data_dir, tmp_path, monkeypatch):
@@ -521,16 +522,18 @@ def test_early_residual_dropout_trains_the_first_updates_then_p_drop_takes_over(
     np.testing.assert_array_equal(model(features, training=True), model(features, training=False))
 
 
-def test_sigterm_during_the_alpha_choice_stops_at_once_and_the_same_command_chooses_it(multi30k_data_dir, tmp_path,
+def test_sigterm_during_the_alpha_choice_stops_at_once_and_the_same_command_chooses_it(trained_output_dir,
+                                                                                     multi30k_data_dir, tmp_path,
                                                                                      monkeypatch):
-    """SIGTERM while the trainer chooses the decoding alpha after its last step: Stopped (143) at
-    once, the checkpoint kept and no choice recorded; the rerun evaluates that step again and
-    chooses it, where before it said "nothing to do" and the run never got one."""
+    """A run at its last step without its evaluation and alpha choice (trained with --noevaluate,
+    or stopped during them) gets both from the same command; SIGTERM during the alpha choice
+    stops it at once (Stopped, 143), the checkpoint kept and no choice recorded, and the next
+    start makes it, where before a finished run said "nothing to do" and never got one."""
     from t2t_keras.errors import Stopped
 
-    settings = trainer.RunSettings(output_dir=str(tmp_path / "run"), data_dir=multi30k_data_dir, train_steps=2,
-                                   save_checkpoints_steps=2, log_steps=2, eval_steps=1, eval_sentences=4,
-                                   alpha_grid=(0.6, 1.0), seed=3)
+    shutil.copytree(trained_output_dir, tmp_path / "run")  # at step 30 of 30, never evaluated
+    settings = trainer.RunSettings(output_dir=str(tmp_path / "run"), data_dir=multi30k_data_dir, train_steps=30,
+                                   eval_steps=1, eval_sentences=4, alpha_grid=(0.6, 1.0))
     choose_alpha = trainer.choose_alpha
     sent = []
 
@@ -540,18 +543,18 @@ def test_sigterm_during_the_alpha_choice_stops_at_once_and_the_same_command_choo
         return choose_alpha(*args)
 
     monkeypatch.setattr(trainer, "choose_alpha", signalled_choice)
-    with pytest.raises(Stopped, match=r"^SIGTERM: stopped while choosing the decoding alpha at step 2 \(the checkpoint "
+    with pytest.raises(Stopped, match=r"^SIGTERM: stopped while choosing the decoding alpha at step 30 \(the checkpoint "
                                       r"is kept\); the same command chooses it\.$") as stopped:
         trainer.train(registry.problem("translate_ende_multi30k"), _hparams(), settings, tf.distribute.OneDeviceStrategy("/cpu:0"))
     assert stopped.value.status == 143 and time.monotonic() - sent[0] < 2.0
     run_dir = RunDir(settings.output_dir)
-    assert "alpha_choice" not in run_dir.run_info() and (tmp_path / "run" / "ckpt-2.index").exists()
+    assert "alpha_choice" not in run_dir.run_info() and (tmp_path / "run" / "ckpt-30.index").exists()
 
     monkeypatch.setattr(trainer, "choose_alpha", choose_alpha)
     result = trainer.train(registry.problem("translate_ende_multi30k"), _hparams(), settings,
                            tf.distribute.OneDeviceStrategy("/cpu:0"))
     info = run_dir.run_info()
-    assert result["alpha"] == info["decode_defaults"]["alpha"] and info["alpha_choice"]["step"] == 2
-    assert [e["step"] for e in info["evaluations"]] == [2]
+    assert result["alpha"] == info["decode_defaults"]["alpha"] and info["alpha_choice"]["step"] == 30
+    assert [e["step"] for e in info["evaluations"]] == [30]
     assert trainer.train(registry.problem("translate_ende_multi30k"), _hparams(), settings,
                          tf.distribute.OneDeviceStrategy("/cpu:0")).get("already_done")
