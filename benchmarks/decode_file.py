@@ -84,7 +84,17 @@ def ours(args, lines):
 
     rates, outputs = timed(decode, args.repeats, args.cold)
     return rates, outputs, {"engine": "t2t_keras", "decode_hparams": dataclasses.asdict(translator.settings),
-                            "window_lines": window, "checkpoint": translator.checkpoint_paths[0]}
+                            "window_lines": window, "checkpoint": recorded_path(translator.checkpoint_paths[0])}
+
+
+def recorded_path(path: str) -> str:
+    """`path` as a record keeps it: relative to the repository (out/demo/...), never a machine's
+    absolute path (outside the repository: its last two parts)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.abspath(path) if path else path
+    if not path or path.startswith(repo + os.sep):
+        return os.path.relpath(path, repo) if path else path
+    return os.path.join("...", *path.split(os.sep)[-2:])
 
 
 def ctranslate2_engine(args, lines):
@@ -115,7 +125,7 @@ def ctranslate2_engine(args, lines):
     rates, outputs = timed(decode, args.repeats, args.cold)
     return rates, outputs, {"engine": "ctranslate2", "ctranslate2": ctranslate2.__version__,
                             "compute_type": args.compute_type, "parts": args.parts, "use_vmap": args.use_vmap,
-                            "max_batch_size": args.max_batch_size, **search, "checkpoint": metadata["checkpoint"]}
+                            "max_batch_size": args.max_batch_size, **search, "checkpoint": recorded_path(metadata["checkpoint"] or "")}
 
 
 def main() -> None:

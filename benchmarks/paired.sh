@@ -27,7 +27,7 @@
 # fp32, and bf16 where the CPU has bfloat16 units; for decode, fp32+int8 or bf16+int8 adds the
 # int8 output product, decode_speed.py --int8_logits).
 # Needs the peers' folder in $T2T_BENCH_DIR and their venvs (its setup_venvs.sh; $BENCH_VENVS,
-# default /tmp/bench); --against needs neither.
+# default $TMPDIR/bench); --against needs neither.
 # $PAIRED_LOG, if set, collects the benchmarks' stderr. Run it alone: two benchmarks at once
 # on 2 cores spoil each other.
 set -euo pipefail

@@ -71,7 +71,8 @@ def main():
 
     print(json.dumps({
         "bench": "serving_latency",
-        "saved_model": os.path.abspath(args.saved_model),
+        "saved_model": os.path.relpath(os.path.abspath(args.saved_model), REPO)
+        if os.path.abspath(args.saved_model).startswith(REPO + os.sep) else os.path.join("...", *os.path.abspath(args.saved_model).split(os.sep)[-2:]),
         "batch1_requests": len(single),
         "batch1_p50_ms": round(1000 * float(np.percentile(single, 50)), 1),
         "batch1_p99_ms": round(1000 * float(np.percentile(single, 99)), 1),

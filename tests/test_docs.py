@@ -135,13 +135,70 @@ def citation_problems(root):
 
 
 def machine_path_problems(root):
-    """One line per committed doc line that names a path of a particular machine."""
+    """One line per committed doc line, or line of a benchmark's script or record, that names a
+    path of a particular machine (a record names run dirs as `make demo` does: out/demo/...)."""
     problems = []
-    for doc in _files(root, (".md",)):
+    benchmarks = [path for path in _files(root, (".py", ".sh", ".jsonl", ".md")) if path.startswith("benchmarks/")]
+    for doc in sorted(set(_files(root, (".md",))) | set(benchmarks)):
         for number, line in enumerate(_read(root, doc).splitlines(), 1):
             if MACHINE_PATH.search(line):
                 problems.append(f"{doc}:{number}: {line.strip()[:120]}")
     return problems
+
+
+RESULTS_INDEX = "docs/results/README.md"
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _table_rows(text):
+    """The cells of each row of the Markdown tables in `text`, header rows and rules left out."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if len(cells) > 2 and cells[1] != "current result":
+                rows.append(cells)
+    return rows
+
+
+def _agrees(figure: str, numbers: list) -> bool:
+    """Whether `figure` ("0.81") is one of `numbers` at its own precision (0.809 rounds to it)."""
+    decimals = len(figure.partition(".")[2])
+    return any(abs(float(figure) - float(number)) <= 0.5 * 10 ** -decimals + 1e-9 for number in numbers)
+
+
+def results_agreement_problems(root):
+    """One line per figure of README's results table (its bold ones) or intro (the demo's val
+    BLEU) that the results index (docs/results/README.md) does not give for the same page and date."""
+    readme, index = _read(root, "README.md"), _read(root, RESULTS_INDEX)
+    index_rows = [(re.search(r"\(([\w.]+\.md)\)", cells[-1]), cells) for cells in _table_rows(index)]
+    index_rows = [(match.group(1), cells) for match, cells in index_rows if match]
+    problems = []
+    for cells in _table_rows(readme):
+        page = re.search(r"docs/results/([\w.]+\.md)", cells[-1])
+        if not page:
+            continue
+        same = [row for name, row in index_rows if name == page.group(1) and row[2] == cells[2]]
+        if not same:
+            problems.append(f"README.md: the row '{cells[0]}' ({page.group(1)}, {cells[2]}) has no row of that page and "
+                            f"date in {RESULTS_INDEX}")
+            continue
+        numbers = NUMBER.findall(" ".join(row[1] for row in same))
+        for bold in re.findall(r"\*\*([^*]+)\*\*", cells[1]):
+            for figure in NUMBER.findall(bold):
+                if not _agrees(figure, numbers):
+                    problems.append(f"README.md: '{cells[0]}': {figure} is not in {RESULTS_INDEX}'s row of {page.group(1)}")
+    demo = [row for name, row in index_rows if name == "demo.md"]
+    for figure in re.findall(r"scores val sacreBLEU ([\d.]+(?:-[\d.]+)?)", readme):
+        for number in NUMBER.findall(figure):
+            if not demo or not _agrees(number, NUMBER.findall(demo[0][1])):
+                problems.append(f"README.md: the demo's val sacreBLEU {number} is not in {RESULTS_INDEX}'s row of demo.md")
+    return problems
+
+
+def test_readme_figures_agree_with_the_results_index():
+    problems = results_agreement_problems(REPO)
+    assert not problems, "README and the results index disagree:\n" + "\n".join(problems)
 
 
 def test_every_cited_section_and_linked_file_exists():
@@ -176,6 +233,9 @@ def test_the_checks_find_what_they_look_for(tmp_path):
         "# Page\n\n## Tried, not adopted\n\n```bash\n# Not a heading\n```\n"
         "[good](other.md#a-section-with-more) [bad anchor](other.md#nothing) [no file](missing.md)\n"
         "A run dir in /work/runs/x.\n", encoding="utf-8")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "results.jsonl").write_text(
+        '{"checkpoint": "out/demo/train_avg/ckpt-1"}\n{"checkpoint": "/home/me/run/ckpt-1"}\n', encoding="utf-8")
     (tmp_path / "docs" / "other.md").write_text("# Other\n\n### A section: with more\n", encoding="utf-8")
     (tmp_path / "code.py").write_text(
         '"""As measured (docs/page.md, "Tried,\n    not adopted"; docs/other.md, "A section" and "Gone").\n'
@@ -191,4 +251,19 @@ def test_the_checks_find_what_they_look_for(tmp_path):
         "docs/page.md: link other.md#nothing: no heading of docs/other.md has that anchor",
         "docs/page.md: link missing.md: no such file",
     ]), problems
-    assert machine_path_problems(str(tmp_path)) == ["docs/page.md:9: A run dir in /work/runs/x."]
+    (tmp_path / "docs" / "results").mkdir()
+    (tmp_path / "docs" / "results" / "README.md").write_text(
+        "| topic | current result | date | CPU | page |\n|---|---|---|---|---|\n"
+        "| demo | val BLEU 36.98-37.66 | 2026-12-04 | Zen 4 | [demo.md](demo.md) |\n"
+        "| speed | 1.090x | 2026-12-06 | Zen 4 | [decoding_speed.md](decoding_speed.md) |\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text(
+        "It scores val sacreBLEU 37.79.\n\n| what | current result | date | CPU | page |\n|---|---|---|---|---|\n"
+        "| demo | **36.98-37.66** | 2026-12-04 | Zen 4 | [demo](docs/results/demo.md) |\n"
+        "| speed | **1.09x**, **0.81x** | 2026-12-06 | Zen 4 | [speed](docs/results/decoding_speed.md) |\n"
+        "| tests | **593** tests | 2026-12-05 | Zen 4 | [tests](docs/results/test_suite.md) |\n", encoding="utf-8")
+    assert results_agreement_problems(str(tmp_path)) == [
+        "README.md: 'speed': 0.81 is not in docs/results/README.md's row of decoding_speed.md",
+        "README.md: the row 'tests' (test_suite.md, 2026-12-05) has no row of that page and date in docs/results/README.md",
+        "README.md: the demo's val sacreBLEU 37.79 is not in docs/results/README.md's row of demo.md"]
+    assert machine_path_problems(str(tmp_path)) == [
+        'benchmarks/results.jsonl:2: {"checkpoint": "/home/me/run/ckpt-1"}', "docs/page.md:9: A run dir in /work/runs/x."]

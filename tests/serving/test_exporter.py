@@ -242,6 +242,31 @@ def test_python_api_over_the_export_equals_the_in_process_one(served, trained_ou
     assert all(h[0].text.startswith((p or "").strip()) for p, h in zip(prefixes, steered))
     with pytest.raises(UsageError, match=r"is an export: avoided terms are banned by decoding in a process"):
         exported.generate(sentences[:1], avoid=[["Hund"]])
+    with pytest.raises(UsageError, match=r"is an export: terms that must appear are searched for by decoding in a process"):
+        exported.generate(sentences[:1], constraints=[["Hund"]])
+
+
+def test_an_exports_swapped_vocabulary_is_named(served, tmp_path):
+    """The export's metadata records its vocabulary's pieces: another of the same size in its
+    assets is one line naming both files; the same pieces saved again still load."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    from t2t_keras.data.tokenizers import Vocabulary, train_sentencepiece
+    from t2t_keras.translator import Translator
+
+    path, _, _ = served
+    copy = tmp_path / "1"
+    shutil.copytree(path, copy)
+    asset = copy / "assets" / "vocab.spm.model"
+    own = Vocabulary.load(str(asset))
+    resaved = sentencepiece_model_pb2.ModelProto.FromString(own.model_proto)
+    resaved.trainer_spec.model_prefix = "elsewhere"
+    asset.write_bytes(resaved.SerializeToString())
+    Translator.from_preset(str(copy))
+    asset.write_bytes(train_sentencepiece(_val("fr", 1014), own.size))
+    with pytest.raises(UsageError, match=rf"^{asset} is not the vocabulary recorded in {copy / exporter.METADATA_FILE}: "
+                                         rf"the same size \({own.size}\) but other pieces"):
+        Translator.from_preset(str(copy))
 
 
 def _assert_same_n_best(ours, theirs, atol=1e-4):
