@@ -202,6 +202,28 @@ class SearchModule(tf.Module):
         controls = self._prefix_controls(prefixes)
         return self._text_outputs(inputs, lambda input_ids: self.steered_best_ids(input_ids, *controls))
 
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="inputs"), tf.TensorSpec([None], tf.string, name="prefixes"),
+                         tf.TensorSpec([None, None], tf.string, name="constraints")],
+        autograph=False,
+    )
+    def translate_constrained_text(self, inputs, prefixes, constraints):
+        """translate_prefix_text with terms each output must contain: `constraints` [B, M], each
+        sentence's terms ("" pads), spelled as the tokenizer spells them (the same pieces as
+        `controls.TargetPieces.required`), searched by dynamic beam allocation."""
+        controls = self._prefix_controls(prefixes)
+        batch, count = tf.shape(constraints)[0], tf.shape(constraints)[1]
+        terms = tf.strings.strip(tf.strings.regex_replace(tf.reshape(constraints, [-1]), r"\s+", " "))
+        with tf.device("/device:CPU:0"):
+            pieces = self.target_tokenizer.tokenize(terms)[:, :-1]  # without EOS; "" has none
+        width = tf.maximum(pieces.bounding_shape(axis=1), 1)
+        ids = tf.reshape(pieces.to_tensor(default_value=PAD_ID, shape=tf.stack([tf.cast(batch * count, tf.int64), width])),
+                         [batch, count, -1])
+        lengths = tf.reshape(tf.cast(pieces.row_lengths(), tf.int32), [batch, count])
+        target_ids = tf.concat([controls[-1], tf.reshape(ids, [batch, -1])], axis=1)  # what a shortlist's rows must hold
+        return self._text_outputs(
+            inputs, lambda input_ids: self.constrained_best_ids(input_ids, *controls[:-1], target_ids, ids, lengths))
+
     def _prefix_controls(self, prefixes):
         """`controls.SearchControls` of prefix texts [B], in the graph (no avoided terms)."""
         pieces = tf.constant(self.vocabularies.target.pieces(range(self.vocabularies.target.size)))

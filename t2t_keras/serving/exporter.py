@@ -21,6 +21,10 @@ them; no Python in the graph):
   translate_prefix inputs [B], prefixes [B] string ("" for none) -> as serving_default, each
                    output starting with its prefix (its pieces forced and scored; a partial last
                    word completed by a piece that starts it as typed)
+  translate_constrained
+                   inputs [B], prefixes [B], constraints [B, M] string ("" pads) -> as
+                   translate_prefix, each output also holding every term of its row (dynamic
+                   beam allocation, as the decoder's --constraints_file)
 
 Two quantities, one name each, as everywhere in the package (the decoder's --with_scores and
 --with_log_probs, `Hypothesis.score` and `.log_prob`): scores = what beam search ranked by,
@@ -74,6 +78,7 @@ def export_saved_model(module, export_dir: str, version: int) -> str:
             "translate_ids": module.translate_ids.get_concrete_function(),
             "score": module.score_text.get_concrete_function(),
             "translate_prefix": module.translate_prefix_text.get_concrete_function(),
+            "translate_constrained": module.translate_constrained_text.get_concrete_function(),
         }
         # Only what the signatures use is saved: the variables they read and the SentencePiece
         # resources (not the SearchModule, whose every tf.function would be traced again, the
@@ -113,6 +118,8 @@ def export_metadata(module, version: int) -> dict:
                                "truncated [B] bool",
             "translate_ids": "input_ids [B, S] int32 -> ids [B, K, L] int32, scores [B, K] float32, lengths [B, K] int32",
             "score": "inputs [B], targets [B] string -> log_probs [B] float32, lengths [B] int32",
+            "translate_constrained": "inputs [B], prefixes [B], constraints [B, M] string ('' pads) -> as translate_prefix, "
+                                     "each output holding every term of its row",
             "translate_prefix": "inputs [B], prefixes [B] string ('' for none) -> as serving_default, each output "
                                 "starting with its prefix (a partial last word completed)",
             "scores": "what beam search ranked by: log P / ((5 + length) / 6) ** alpha",

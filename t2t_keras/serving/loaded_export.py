@@ -14,6 +14,7 @@ import os
 
 from t2t_keras import files
 from t2t_keras.data.tokenizers import Vocabularies, Vocabulary
+from t2t_keras.decoding.controls import contains_term
 from t2t_keras.decoding.hypothesis import EMPTY, Hypothesis
 from t2t_keras.decoding.line_decoding import n_best_hypotheses, padded_batch, sorted_batches
 from t2t_keras.errors import UsageError
@@ -84,13 +85,17 @@ class LoadedExport:
             raise UsageError(f"n_best={n_best}: choose 1 to this export's beam_size ({self.settings.beam_size}).")
 
         def translate(lines, numbers, on_lines, prefixes=None, avoids=None, constraints=None):
-            if any(constraints or []):
-                raise UsageError(f"{self.path} is an export: terms that must appear are searched for by decoding in a "
-                                 "process (Translator.from_preset(RUN_DIR)); this SavedModel has no constraints input.")
             if any(avoids or []):
                 raise UsageError(f"{self.path} is an export: avoided terms are banned by decoding in a process "
                                  "(Translator.from_preset(RUN_DIR)); a SavedModel has no avoid input.")
             encoded, row_batches = sorted_batches(lines, self.source_vocabulary, settings, on_lines)
+            if any(constraints or []):
+                if n_best != 1 or "translate_constrained" not in self.saved_model.signatures:
+                    raise UsageError(f"{self.path}: an export holds terms in its outputs by its translate_constrained "
+                                     "signature, the best output only" + (
+                                         "" if "translate_constrained" in self.saved_model.signatures
+                                         else " (this export predates it: export again)") + ".")
+                return self._best(lines, row_batches, log_probs, on_lines, prefixes or [None] * len(lines), constraints), 0
             if any(prefixes or []):
                 if n_best != 1 or "translate_prefix" not in self.saved_model.signatures:
                     raise UsageError(f"{self.path}: an export decodes a prefix by its translate_prefix signature, the "
@@ -113,23 +118,32 @@ class LoadedExport:
 
         return translate
 
-    def _best(self, lines: list[str], row_batches, log_probs: bool, on_lines, prefixes=None) -> list[list[Hypothesis]]:
-        """Each line's best output through serving_default (translate_prefix with `prefixes`), a
-        batch of `row_batches` a call."""
+    def _best(self, lines: list[str], row_batches, log_probs: bool, on_lines, prefixes=None,
+              constraints=None) -> list[list[Hypothesis]]:
+        """Each line's best output through serving_default (translate_prefix with `prefixes`,
+        translate_constrained with `constraints` too), a batch of `row_batches` a call."""
         import tensorflow as tf
 
         outputs = [[EMPTY] for _ in lines]
         for rows in row_batches:
             inputs = tf.constant([lines[i] for i in rows], tf.string)
-            if prefixes is None:
+            if constraints is not None:
+                terms = [[t for t in constraints[i] or [] if t.strip()] for i in rows]
+                width = max([len(t) for t in terms] + [1])
+                found = self.saved_model.signatures["translate_constrained"](
+                    inputs=inputs, prefixes=tf.constant([prefixes[i] or "" for i in rows], tf.string),
+                    constraints=tf.constant([t + [""] * (width - len(t)) for t in terms], tf.string))
+            elif prefixes is None:
                 found = self.saved_model.signatures["serving_default"](inputs=inputs)
             else:
                 found = self.saved_model.signatures["translate_prefix"](
                     inputs=inputs, prefixes=tf.constant([prefixes[i] or "" for i in rows], tf.string))
             for i, text, score, log_prob, truncated in zip(rows, found["outputs"].numpy(), found["scores"].numpy(),
                                                            found["log_probs"].numpy(), found["truncated"].numpy()):
-                outputs[i] = [Hypothesis(text.decode("utf-8"), float(log_prob) if log_probs else None, float(score),
-                                         bool(truncated))]
+                text = text.decode("utf-8")
+                missing = tuple(t for t in (constraints[i] or [] if constraints else []) if t.strip() and not contains_term(text, t))
+                outputs[i] = [Hypothesis(text, float(log_prob) if log_probs else None, float(score), bool(truncated),
+                                         missing=missing)]
             on_lines(len(rows))
         return outputs
 

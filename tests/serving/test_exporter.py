@@ -242,8 +242,12 @@ def test_python_api_over_the_export_equals_the_in_process_one(served, trained_ou
     assert all(h[0].text.startswith((p or "").strip()) for p, h in zip(prefixes, steered))
     with pytest.raises(UsageError, match=r"is an export: avoided terms are banned by decoding in a process"):
         exported.generate(sentences[:1], avoid=[["Hund"]])
-    with pytest.raises(UsageError, match=r"is an export: terms that must appear are searched for by decoding in a process"):
-        exported.generate(sentences[:1], constraints=[["Hund"]])
+    # Terms through the export's translate_constrained signature: the in-process decoder's outputs and scores.
+    terms = [["Hund"], None, ["rote Mütze", "Straße"], [], ["Köter"]] * 4
+    held = in_process.translate(sentences, prefix=prefixes, constraints=terms, log_probs=True)
+    _assert_same_n_best([h[0] for h in held], [h[0] for h in exported.translate(sentences, prefix=prefixes, constraints=terms,
+                                                                             log_probs=True, batch_size=4)])
+    assert all(not h[0].missing for h in held)
 
 
 def test_an_exports_swapped_vocabulary_is_named(served, tmp_path):
