@@ -1,4 +1,4 @@
-"""Beam-search decoding speed on the decode setup of the peers' shapes.py ($T2T_BENCH_DIR).
+"""Beam-search decoding speed on the decode setup of benchmarks/peers/shapes.py.
 
     .venv/bin/python benchmarks/decode_speed.py                    # the decoder's search, kernels chosen here
     .venv/bin/python benchmarks/decode_speed.py --parallel_parts=1 # one search, TensorFlow's default threads
@@ -6,16 +6,13 @@
     .venv/bin/python benchmarks/decode_speed.py --graph_kernels    # TensorFlow's ops only, as an exported SavedModel
 
 The tiny shape with random weights; 64 source sentences of 20 tokens; beam 4, alpha 0.6;
-every run does exactly 30 decode steps (as every peer in $T2T_BENCH_DIR): EOS is no candidate
-until step 30 (the search's min_length, as CTranslate2's min_decoding_length in its harness),
+every run does exactly 30 decode steps (as every engine in benchmarks/peers): EOS is no candidate
+until step 30 (the search's min_length, as CTranslate2's min_decoding_length in peers/decode_ct2.py),
 where the maximum length (input + 10) makes it the only one. The search is the decoder's: a
 `SearchModule` built by the decoding engine (decoding/engine.py), the batch searched in parts
 side by side with one thread per op (by default one part per CPU core), its kernels chosen by
 timing them here (`kernel_choices`, printed in the JSON line). Median of 3 runs after 1
 warm-up. Prints one JSON line (shapes.decode_result).
-
-`build_decoder` also plugs into the peers' harness:
-    PYTHONPATH=benchmarks python $T2T_BENCH_DIR/decode_keras.py --impl decode_speed:build_decoder
 """
 
 import argparse
@@ -26,10 +23,8 @@ import time
 
 T0 = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_bench import import_shapes  # noqa: E402
-
-shapes = import_shapes()  # the peers' shapes, data and FLOP formula ($T2T_BENCH_DIR)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import shapes  # noqa: E402  (the protocol every engine is measured with)
 
 from t2t_keras.system import keep_freed_memory, keep_kernels_for_every_shape  # noqa: E402
 

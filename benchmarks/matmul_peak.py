@@ -25,8 +25,8 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 def matmul_gflop_s(precision: str, size: int = SIZE, rounds: int = 3, products: int = 6) -> float:
     """The best round's rate: `rounds` rounds of `products` back-to-back products, each round
-    forced to finish, after a warm-up call. A ceiling (best, not median), measured as the
-    peers' folder measures it, so a step's fraction of it is not flattered by a slow round."""
+    forced to finish, after a warm-up call. A ceiling (best, not median), measured as
+    the peers' matmul ceilings are, so a step's fraction of it is not flattered by a slow round."""
     import tensorflow as tf
 
     dtype = DTYPES[precision]

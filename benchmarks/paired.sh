@@ -4,6 +4,7 @@
 # (with a "label") to $OUT, and ends with the medians and ratios of this run
 # (benchmarks/paired_summary.py).
 #
+#   bash benchmarks/peers/setup.sh                  # once: the peers' venvs (PyTorch, keras-hub), pinned
 #   bash benchmarks/paired.sh decode [pairs]        # CTranslate2 float32 and int8 (one batch, two halves), ours
 #   bash benchmarks/paired.sh train [pairs]         # the peers of $TRAIN_PEERS vs ours, tiny then base
 #   bash benchmarks/paired.sh decode_file [pairs]   # a trained run ($RUN_DIR, default out/demo/train_avg) on
@@ -17,6 +18,7 @@
 # each benchmark script (the working tree's where it has none) with the same .venv, its
 # package first on PYTHONPATH: a regression is caught the day it is written.
 #
+# The peers and the protocol they share (shapes, data, timing, FLOPs) are benchmarks/peers/.
 # Every peer runs in its better configuration: CTranslate2 both as one batch and as two halves
 # side by side (--parts 1|2), keras-hub with the malloc settings ours gets from
 # t2t_keras.system.keep_freed_memory. $TRAIN_PEERS (default: all of them) picks the training
@@ -26,14 +28,15 @@
 # "tiny base") the shapes. Ours and keras-hub run in each of $PRECISIONS (default:
 # fp32, and bf16 where the CPU has bfloat16 units; for decode, fp32+int8 or bf16+int8 adds the
 # int8 output product, decode_speed.py --int8_logits).
-# Needs the peers' folder in $T2T_BENCH_DIR and their venvs (its setup_venvs.sh; $BENCH_VENVS,
-# default $TMPDIR/bench); --against needs neither.
+# The training peers need their venvs (benchmarks/peers/setup.sh; $PEER_VENVS, default
+# benchmarks/peers/.venvs); CTranslate2 and --against need only the package's .venv.
 # $PAIRED_LOG, if set, collects the benchmarks' stderr. Run it alone: two benchmarks at once
 # on 2 cores spoil each other.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
-venvs="${BENCH_VENVS:-${TMPDIR:-/tmp}/bench}"
+peers="$here/peers"
+venvs="${PEER_VENVS:-$peers/.venvs}"
 what="${1:?decode or train}"
 pairs="${2:-3}"
 against=""
@@ -67,8 +70,12 @@ if [ "$what" = decode_file ]; then
             --decode_hparams="$decode_hparams" > /dev/null
         ct2_types="$("$ours" -c 'import ctranslate2; t = ctranslate2.get_supported_compute_types("cpu"); print(" ".join(c for c in ("float32", "int8", "bfloat16") if c in t))')"
     fi
-elif [ -z "$against" ]; then
-    bench="${T2T_BENCH_DIR:?set T2T_BENCH_DIR to the peers' benchmark folder (on this project's machines: ../shared/bench)}"
+elif [ "$what" = train ] && [ -z "$against" ]; then
+    for peer in $train_peers; do
+        venv="$venvs/${peer%-compile}"
+        [ "$peer" = ceiling ] || [ -f "$venv/.requirements" ] \
+            || { echo "error: TRAIN_PEERS: $peer needs $venv; make it with: bash benchmarks/peers/setup.sh" >&2; exit 2; }
+    done
 fi
 if [ -n "$against" ]; then
     commit="$(git -C "$repo" rev-parse --verify --quiet "$against^{commit}")" \
@@ -80,6 +87,8 @@ if [ -n "$against" ]; then
     # install's mapping, which points at the working tree): the same names, inside the copy.
     ln -s ../problems "$other/t2t_keras/problems"
     ln -s ../hparams "$other/t2t_keras/hparams"
+    # Older commits' benchmarks read the protocol's shapes.py from the folder $T2T_BENCH_DIR names.
+    export T2T_BENCH_DIR="$peers"
 fi
 
 run() {  # LABEL COMMAND...: the command's last stdout line (its JSON), labelled, to stdout and $OUT
@@ -106,7 +115,8 @@ ours_in() {  # TREE LABEL SCRIPT ARGS...: one of our benchmarks, run with TREE's
     if [ "$tree" = "$repo" ]; then
         run "$label" "$ours" "$path" "$@"
     else
-        PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" run "$label" "$ours" "$path" "$@"
+        BENCH_COMMIT="$against ($(git -C "$tree" rev-parse --short HEAD))" PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" \
+            run "$label" "$ours" "$path" "$@"
     fi
 }
 
@@ -116,8 +126,8 @@ for pair in $(seq "$pairs"); do
             if [ -z "$against" ]; then
                 for compute_type in float32 int8; do
                     for parts in 1 2; do
-                        (cd "$bench" && run "ctranslate2 $compute_type parts=$parts" \
-                            "$venvs/venv-torch/bin/python" decode_ct2.py --compute_type "$compute_type" --parts "$parts")
+                        run "ctranslate2 $compute_type parts=$parts" \
+                            "$ours" "$peers/decode_ct2.py" --compute_type "$compute_type" --parts "$parts"
                     done
                 done
             fi
@@ -135,13 +145,13 @@ for pair in $(seq "$pairs"); do
                     if [ -z "$against" ]; then
                         for peer in $train_peers; do
                             case "$peer" in
-                                keras-hub) (cd "$bench" && MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 \
-                                    run "keras-hub $size $precision" "$venvs/venv-tf/bin/python" train_keras.py \
-                                    --size "$size" --impl keras_hub --precision "$precision") ;;
-                                torch) (cd "$bench" && run "torch $size $precision" "$venvs/venv-torch/bin/python" \
-                                    train_torch.py --size "$size" --precision "$precision") ;;
-                                torch-compile) (cd "$bench" && run "torch-compile $size $precision" \
-                                    "$venvs/venv-torch/bin/python" train_torch.py --size "$size" --precision "$precision" --compile) ;;
+                                keras-hub) MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 \
+                                    run "keras-hub $size $precision" "$venvs/keras-hub/bin/python" "$peers/train_keras_hub.py" \
+                                    --size "$size" --precision "$precision" ;;
+                                torch) run "torch $size $precision" "$venvs/torch/bin/python" \
+                                    "$peers/train_torch.py" --size "$size" --precision "$precision" ;;
+                                torch-compile) run "torch-compile $size $precision" \
+                                    "$venvs/torch/bin/python" "$peers/train_torch.py" --size "$size" --precision "$precision" --compile ;;
                                 ceiling) ours_in "$repo" "ceiling $size $precision" step_matmul_ceiling.py \
                                     --size "$size" --precision "$precision" ;;
                             esac

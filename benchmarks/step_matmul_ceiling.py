@@ -1,7 +1,7 @@
 """The fraction of the large-matmul rate a training step could reach if only its matrix
 products took time: each product of the step, at its own shape and orientation, timed alone.
 
-    T2T_BENCH_DIR=../shared/bench .venv/bin/python benchmarks/step_matmul_ceiling.py --size tiny
+    .venv/bin/python benchmarks/step_matmul_ceiling.py --size tiny
 
 `train_throughput.py` reports a step's achieved GFLOP/s as a fraction of `matmul_peak.py`'s
 [2048, 2048]^2 rate (issue 40). Part of the gap is not the step's doing: oneDNN multiplies a
@@ -30,10 +30,9 @@ import time
 T0 = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from matmul_peak import matmul_gflop_s  # noqa: E402  (before the peers' folder joins sys.path)
-from peer_bench import import_shapes  # noqa: E402
-
-shapes = import_shapes()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import shapes  # noqa: E402  (the protocol every engine is measured with)
+from matmul_peak import matmul_gflop_s  # noqa: E402
 
 # (batch, m, k, n, transpose_a, transpose_b): tf.matmul of a [batch, m, k] (or [batch, k, m]
 # with transpose_a) by a [batch, k, n] (or [batch, n, k] with transpose_b); batch 0 = 2-D.

@@ -1,9 +1,9 @@
 """Where a training step's time goes: train_throughput.py's step under TensorFlow's profiler,
 summed by what each op does.
 
-    T2T_BENCH_DIR=../shared/bench .venv/bin/python benchmarks/train_profile.py --size tiny --precision bf16
+    .venv/bin/python benchmarks/train_profile.py --size tiny --precision bf16
 
-The same model, data and TrainStep as train_throughput.py (the peers' shapes, random ids);
+The same model, data and TrainStep as train_throughput.py (benchmarks/peers/shapes.py, random ids);
 after 3 warm-up steps, `--steps` steps are traced (tf.profiler) and every op's time on
 TensorFlow's compute threads is read back from the trace (TensorFlow's own XPlane protocol
 buffer, no other tool) and put in one of: the matrix products (their own kernels, as the
@@ -26,7 +26,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_throughput import hparams_for, shapes  # noqa: E402  (the peers' shapes; malloc kept as the CLIs do)
+from train_throughput import hparams_for, shapes  # noqa: E402  (the protocol's shapes; malloc kept as the CLIs do)
 
 from t2t_keras.system import cpu_model  # noqa: E402
 

@@ -1,9 +1,9 @@
-"""Training throughput of t2t-keras on the shapes of the peers' shapes.py ($T2T_BENCH_DIR).
+"""Training throughput of t2t-keras on the shapes of benchmarks/peers/shapes.py.
 
     .venv/bin/python benchmarks/train_throughput.py --size tiny --precision fp32
     .venv/bin/python benchmarks/train_throughput.py --size base --precision bf16
 
-Same protocol as the peers in $T2T_BENCH_DIR (random ids, seed 1234, no padding, dropout
+Same protocol as the peers in benchmarks/peers (random ids, seed 1234, no padding, dropout
 0.1, label smoothing 0.1, Adam 0.9/0.98/1e-9; 3 warm-up steps, then the median of 10 timed
 steps): our Transformer and our real TrainStep (global-token-normalised loss, the paper's
 schedule) under a one-device strategy. Then, in the same process, the machine's own
@@ -21,10 +21,9 @@ import time
 T0 = time.perf_counter()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from matmul_peak import matmul_gflop_s  # noqa: E402  (before the peers' folder joins sys.path: it has a matmul_peak.py too)
-from peer_bench import import_shapes  # noqa: E402
-
-shapes = import_shapes()  # the peers' shapes, data and FLOP formula ($T2T_BENCH_DIR)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import shapes  # noqa: E402  (the protocol every engine is measured with)
+from matmul_peak import matmul_gflop_s  # noqa: E402
 
 from t2t_keras.system import cpu_model, keep_freed_memory  # noqa: E402
 

@@ -27,6 +27,7 @@ OTHER_FORMS = re.compile(r'([\w./-]*\.md)(?:\s*\(\s*|\s+|:\s*)\\?"([A-Za-z][^"\\
 BARE_PATH = re.compile(r"(?<![\w$/.<>-])((?:[\w.-]+/)*[\w.-]+\.md)\b(?![/\w-])")
 LINK = re.compile(r"\[[^\]]*\]\(([^()\s]+)\)")
 MACHINE_PATH = re.compile(r"(?<![\w.~$-])/(?:work|tmp|root|home|Users|mnt|scratch)/|[A-Z]:\\Users\\")
+OUTSIDE_FOLDER = re.compile(r"\.\./shared\b")  # the team's reference folder beside the clone: a reader has no such thing
 
 
 
@@ -136,13 +137,20 @@ def citation_problems(root):
 
 def machine_path_problems(root):
     """One line per committed doc line, or line of a benchmark's script or record, that names a
-    path of a particular machine (a record names run dirs as `make demo` does: out/demo/...)."""
+    path of a particular machine (a record names run dirs as `make demo` does: out/demo/...),
+    and per line of a doc, benchmark, test or the package that names a folder outside the clone."""
     problems = []
     benchmarks = [path for path in _files(root, (".py", ".sh", ".jsonl", ".md")) if path.startswith("benchmarks/")]
     for doc in sorted(set(_files(root, (".md",))) | set(benchmarks)):
         for number, line in enumerate(_read(root, doc).splitlines(), 1):
             if MACHINE_PATH.search(line):
                 problems.append(f"{doc}:{number}: {line.strip()[:120]}")
+    code = [path for path in _files(root, (".py", ".sh", ".md", ".toml", ".txt", ".cfg")) if "/" not in path or
+            path.split("/")[0] in ("benchmarks", "docs", "examples", "t2t_keras", "problems", "hparams", "tests")]
+    for path in code:
+        for number, line in enumerate(_read(root, path).splitlines(), 1):
+            if OUTSIDE_FOLDER.search(line):
+                problems.append(f"{path}:{number}: names a folder outside the repository: {line.strip()[:100]}")
     return problems
 
 
@@ -236,6 +244,7 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "results.jsonl").write_text(
         '{"checkpoint": "out/demo/train_avg/ckpt-1"}\n{"checkpoint": "/home/me/run/ckpt-1"}\n', encoding="utf-8")
+    (tmp_path / "benchmarks" / "paired.sh").write_text('bench="${BENCH:-..' + '/shared/bench}"\n', encoding="utf-8")
     (tmp_path / "docs" / "other.md").write_text("# Other\n\n### A section: with more\n", encoding="utf-8")
     (tmp_path / "code.py").write_text(
         '"""As measured (docs/page.md, "Tried,\n    not adopted"; docs/other.md, "A section" and "Gone").\n'
@@ -266,4 +275,5 @@ def test_the_checks_find_what_they_look_for(tmp_path):
         "README.md: the row 'tests' (test_suite.md, 2026-12-05) has no row of that page and date in docs/results/README.md",
         "README.md: the demo's val sacreBLEU 37.79 is not in docs/results/README.md's row of demo.md"]
     assert machine_path_problems(str(tmp_path)) == [
-        'benchmarks/results.jsonl:2: {"checkpoint": "/home/me/run/ckpt-1"}', "docs/page.md:9: A run dir in /work/runs/x."]
+        'benchmarks/results.jsonl:2: {"checkpoint": "/home/me/run/ckpt-1"}', "docs/page.md:9: A run dir in /work/runs/x.",
+        'benchmarks/paired.sh:1: names a folder outside the repository: bench="${BENCH:-..' + '/shared/bench}"']

@@ -7,7 +7,7 @@ import re
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATH_LIKE = re.compile(r"^[\w.-]+(/[\w.-]*)*$")
 # Other libraries' names and the formulas' symbols the Layout mentions: not ours to define.
-NOT_OURS = {"MirroredStrategy", "MultiWorkerMirroredStrategy", "TensorFlow", "LN", "drop", "f", "max", "sqrt"}
+NOT_OURS = {"MirroredStrategy", "MultiWorkerMirroredStrategy", "TensorFlow", "PyTorch", "CTranslate2", "LN", "drop", "f", "max", "sqrt"}
 
 
 def _workspace():
