@@ -11,6 +11,8 @@
 #                                                   # Multi30k val: ours with and without its shortlist, the same
 #                                                   # weights in CTranslate2 (each compute type, one batch or two
 #                                                   # halves, with and without the vmap); sentences/s and BLEU
+#   bash benchmarks/paired.sh fit [pairs]           # README's Keras fit ("ours") against the trainer's step on
+#                                                   # the demo's data (out/demo/data, make demo): steps/s
 #   bash benchmarks/paired.sh decode 3 --against b17efc8   # the working tree vs a commit, nothing else
 #   bash benchmarks/paired.sh train 3 --against HEAD~1
 #
@@ -45,7 +47,7 @@ if [ "${3:-}" = "--against" ]; then
 elif [ -n "${3:-}" ]; then
     echo "error: the third argument is --against COMMIT, not '$3'" >&2; exit 2
 fi
-case "$what" in decode|train|decode_file) ;; *) echo "error: the first argument is decode, train or decode_file, not '$what'" >&2; exit 2 ;; esac
+case "$what" in decode|train|decode_file|fit) ;; *) echo "error: the first argument is decode, train, decode_file or fit, not '$what'" >&2; exit 2 ;; esac
 OUT="${OUT:-$here/results-$(date +%Y-%m-%d).jsonl}"
 ours="$repo/.venv/bin/python"
 export TF_CPP_MIN_LOG_LEVEL=2
@@ -161,6 +163,16 @@ for pair in $(seq "$pairs"); do
                     fi
                     ours_in "$repo" "ours $size $precision" train_throughput.py --size "$size" "${flag[@]}"
                 done
+            done
+            ;;
+        fit)
+            for precision in $precisions; do
+                if [ -z "$against" ]; then
+                    ours_in "$repo" "trainer $precision" fit_speed.py --loop trainer --precision "$precision"
+                else
+                    ours_in "$other" "$against $precision" fit_speed.py --loop fit --precision "$precision"
+                fi
+                ours_in "$repo" "ours $precision" fit_speed.py --loop fit --precision "$precision"
             done
             ;;
         decode_file)

@@ -13,7 +13,7 @@ import json
 import statistics
 from collections import defaultdict
 
-RATE = {"decode": "sentences_per_s", "decode_file": "sentences_per_s", "train": "tgt_tok_per_s"}
+RATE = {"decode": "sentences_per_s", "decode_file": "sentences_per_s", "train": "tgt_tok_per_s", "fit": "steps_per_s"}
 
 
 def rate(line: dict) -> float | None:
@@ -43,7 +43,7 @@ def main() -> None:
             if line.get("fraction_of_matmul_peak") is not None:
                 fractions[line["label"]].append((line["fraction_of_matmul_peak"], line["achieved_gflop_s"],
                                                  line["matmul_peak_gflop_s"]))
-    print(f"paired run {run}: rate per pair (sentences/s or target tokens/s), median")
+    print(f"paired run {run}: rate per pair (sentences/s, target tokens/s or steps/s), median")
     for label, rates in by_label.items():
         shown = " ".join("failed" if r is None else f"{r:g}" for r in rates)
         good = [r for r in rates if r is not None]

@@ -3,6 +3,7 @@
 from typing import NamedTuple
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from t2t_keras import registry
@@ -187,12 +188,21 @@ class Transformer(keras.Model):
             if norm is not None:
                 norm.build(stream_shape)
 
-    def compile(self, optimizer="auto", loss="auto", *, train_steps: int = 0, weighted_metrics="auto", **kwargs):
+    def compile(self, optimizer="auto", loss="auto", *, train_steps: int = 0, weighted_metrics=None,
+                kernel_choices: str = "", **kwargs):
         """Keras' compile, with the paper's recipe for "auto": Adam with the warmup / inverse
         square root schedule of the hparams (`make_optimizer`; `train_steps` places a
-        learning_rate_cooldown_steps cooldown at the end), the label-smoothed cross-entropy
-        per real target token (`LabelSmoothedCrossEntropy`) and token accuracy weighted the
-        same way. Anything else is passed to Keras as given."""
+        learning_rate_cooldown_steps cooldown at the end) and the label-smoothed cross-entropy
+        per real target token (`LabelSmoothedCrossEntropy`). Anything else is passed to Keras
+        as given.
+
+        With that loss and no metrics, `fit` and `evaluate` run the trainer's step: the fused
+        output layer (`token_losses`: no [tokens, vocabulary] logits leave it) with the kernels
+        `fit` times on this machine at its start, as the trainer does (`kernel_choices` forces
+        any, in the trainer flag's form: "loss_layout=rows_copy,..."). A metric that reads the
+        logits (`weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()]`: token accuracy,
+        padding weighing 0) makes them compute the logits and the loss from them instead, a
+        slower step."""
         if optimizer == "auto":
             if self.hparams.learning_rate_cooldown_steps and not train_steps:
                 raise ValueError(
@@ -202,15 +212,66 @@ class Transformer(keras.Model):
             optimizer = make_optimizer(self.hparams, train_steps)
         if loss == "auto":
             loss = LabelSmoothedCrossEntropy(self.hparams.label_smoothing)
-        if weighted_metrics == "auto":
-            weighted_metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
         super().compile(optimizer=optimizer, loss=loss, weighted_metrics=weighted_metrics, **kwargs)
         self.optimizer.build(self.trainable_variables)  # the model is built: its state exists (and saves) from here
+        self._fused_loss = (isinstance(self.loss, LabelSmoothedCrossEntropy) and not weighted_metrics
+                            and not kwargs.get("metrics") and not kwargs.get("loss_weights"))
+        self._forced_kernels = kernel_choices
+        self.kernel_choices = None  # what the first `fit` chose (the trainer's run.json record)
 
     def compile_from_config(self, config):
         """`compile` again with the saved settings, as `keras.models.load_model` restores a
         compiled model (Keras skips models whose compile it does not know)."""
         self.compile(**keras.saving.deserialize_keras_object(config))
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        """Keras' fit; the first one times the kernel alternatives here (`compile`). A tf.data
+        dataset is iterated as it comes (a problem's training batches are shuffled already)."""
+        if isinstance(x, tf.data.Dataset) and not args:
+            kwargs.setdefault("shuffle", False)
+        if getattr(self, "_fused_loss", False) and self.kernel_choices is None:
+            from t2t_keras.training import kernel_choices
+
+            self.kernel_choices = kernel_choices.choose(
+                self, self.hparams, kernel_choices.parse(self._forced_kernels.replace(" ", "")))
+        return super().fit(x, y, *args, **kwargs)
+
+    def train_step(self, data):
+        """Keras' step, or with the recipe's loss and no metrics (`compile`) the trainer's: the
+        gradients of the fused output layer's loss per real target token."""
+        features, targets, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        if not (getattr(self, "_fused_loss", False) and targets is None and isinstance(features, dict)):
+            return super().train_step(data)
+        with tf.GradientTape() as tape:
+            loss = self._fused_mean_loss(features, sample_weight, training=True)
+            # a replica's share: the optimizer sums the replicas' gradients (Keras' own loss does this too)
+            share = loss / tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, loss.dtype)
+            share = self.optimizer.scale_loss(share)
+        self.optimizer.apply(tape.gradient(share, self.trainable_variables), self.trainable_variables)
+        return self._logs_with_loss(loss, features)
+
+    def test_step(self, data):
+        """Keras' evaluation step, or the fused loss as `train_step` computes it."""
+        features, targets, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        if not (getattr(self, "_fused_loss", False) and targets is None and isinstance(features, dict)):
+            return super().test_step(data)
+        return self._logs_with_loss(self._fused_mean_loss(features, sample_weight, training=False), features)
+
+    def _fused_mean_loss(self, features, sample_weight, training):
+        """The label-smoothed cross-entropy per real target token of a batch (each token
+        weighted by `sample_weight` too, if given), by `token_losses`."""
+        losses = self.token_losses(features, self.loss.label_smoothing, training=training)
+        weights = real_tokens(features["targets"])
+        if sample_weight is not None:  # a weight per sentence [B] or per token [B, T]
+            sample_weight = tf.cast(sample_weight, weights.dtype)
+            weights *= sample_weight[:, None] if sample_weight.shape.rank == 1 else sample_weight
+        return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+    def _logs_with_loss(self, loss, features):
+        """Keras' loss tracker updated as its own steps update it (weighted by the batch's
+        sentences), and the logs."""
+        self._loss_tracker.update_state(loss, sample_weight=tf.shape(features["targets"])[0])
+        return self.get_metrics_result()
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """Keras' loss of a batch, `fit`'s and `evaluate`'s (see `_targets_of`)."""
