@@ -10,6 +10,11 @@
 #   bash examples/fine_tuning_study.sh            # outputs in out/ft_study, a table at the end
 #   RECIPES="readme gentle" bash examples/fine_tuning_study.sh
 #   PARENT_SEES=none STUDY_DIR=out/ft_study_new bash examples/fine_tuning_study.sh
+#   PARENT_SEES=none RECIPES="mixed vocab" DOMAINS=dogs bash examples/fine_tuning_study.sh
+#
+# Recipe "vocab" is "mixed" with an updated vocabulary (--update_vocabulary): a SentencePiece
+# model trained on the parent's pairs and the domain's train pairs together (the union), so
+# that the domain's words get pieces of their own.
 #
 # PARENT_SEES=train (the default) leaves the domains' train pairs in the parent's data, so
 # fine-tuning only reweights what it saw; PARENT_SEES=none holds each domain out of the parent
@@ -98,20 +103,31 @@ for domain in $DOMAINS; do
   "$BIN/t2t-keras-datagen" --problem=translate_text --data_dir="$OUT/$domain/mixed_data" --vocab_model="$OUT/parent" --noprogress \
       --train_source="$T/$domain.train.en,$T/$domain.general_sample.en" --train_target="$T/$domain.train.de,$T/$domain.general_sample.de" \
       --dev_source="$T/$domain.dev.en" --dev_target="$T/$domain.dev.de" --source_language=en --target_language=de
+  if [[ " $RECIPES " == *" vocab "* ]]; then  # the union's vocabulary, then the mixed pairs in it
+    "$BIN/t2t-keras-datagen" --problem=translate_text --data_dir="$OUT/$domain/union_data" --noprogress \
+        --train_source="$T/parent.train.en,$T/$domain.train.en" --train_target="$T/parent.train.de,$T/$domain.train.de" \
+        --dev_source="$T/$domain.dev.en" --dev_target="$T/$domain.dev.de" --source_language=en --target_language=de
+    "$BIN/t2t-keras-datagen" --problem=translate_text --data_dir="$OUT/$domain/mixed_vocab_data" --noprogress \
+        --vocab_model="$OUT/$domain/union_data/translate_text.spm.model" \
+        --train_source="$T/$domain.train.en,$T/$domain.general_sample.en" --train_target="$T/$domain.train.de,$T/$domain.general_sample.de" \
+        --dev_source="$T/$domain.dev.en" --dev_target="$T/$domain.dev.de" --source_language=en --target_language=de
+  fi
   for recipe in $RECIPES; do
     data=$OUT/$domain/data
+    update=()
     steps=100; save=25  # the gentle recipes: a seventh of the parent's peak rate, 100 steps
     gentle="learning_rate=0.03,learning_rate_warmup_steps=20,learning_rate_cooldown_steps=80"
     case $recipe in
       readme) hp="learning_rate=0.15,learning_rate_warmup_steps=50,learning_rate_cooldown_steps=250"; steps=300; save=100 ;;
       gentle) hp=$gentle ;;
       mixed) hp=$gentle; data=$OUT/$domain/mixed_data ;;  # half in-domain, half the parent's other pairs
+      vocab) hp=$gentle; data=$OUT/$domain/mixed_vocab_data; update=(--update_vocabulary) ;;  # mixed, in the union's vocabulary
       *) echo "unknown recipe $recipe" >&2; exit 2 ;;
     esac
     run=$OUT/$domain/$recipe
     start=$(date +%s)
     "$BIN/t2t-keras-trainer" --problem=translate_text --data_dir="$data" --hparams_set=transformer_demo --hparams="$hp" \
-        --warm_start_from="$OUT/parent" --output_dir="$run" --train_steps=$steps --save_checkpoints_steps=$save \
+        --warm_start_from="$OUT/parent" "${update[@]}" --output_dir="$run" --train_steps=$steps --save_checkpoints_steps=$save \
         --keep_checkpoint_max=10 --eval_sentences=150 --log_steps=$save
     echo "$domain $recipe trained or reused in $(( $(date +%s) - start )) s"
     for step in $(seq 0 "$save" "$steps"); do

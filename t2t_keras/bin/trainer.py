@@ -56,7 +56,13 @@ def define_flags() -> None:
         "warm_start_from", None,
         "Fine-tune: start from the model weights of this run dir (trained, averaged or best) or checkpoint "
         "(DIR/ckpt-N), at step 0 with a fresh optimizer and schedule. Same architecture and vocabulary "
-        "(t2t-keras-datagen --vocab_model=THAT_RUN); training hparams may differ.",
+        "(t2t-keras-datagen --vocab_model=THAT_RUN, or --update_vocabulary); training hparams may differ.",
+    )
+    flags.DEFINE_bool(
+        "update_vocabulary", False,
+        "With --warm_start_from: the --data_dir's vocabulary (say, one trained on the new data) replaces the "
+        "parent's; pieces both have keep the parent's embeddings and output rows, new ones start as the paper "
+        "initialises them.",
     )
     flags.DEFINE_string(
         "branch_from", None,
@@ -115,7 +121,7 @@ def main(argv) -> int:
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
         eval_sentences=FLAGS.eval_sentences, decode_hparams=FLAGS.decode_hparams, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
         early_stopping_patience=FLAGS.early_stopping_patience, warm_start_from=FLAGS.warm_start_from,
-        branch_from=FLAGS.branch_from, start_over=FLAGS.start_over, kernel_choices=forced_kernels, alpha_grid=alpha_grid,
+        update_vocabulary=FLAGS.update_vocabulary, branch_from=FLAGS.branch_from, start_over=FLAGS.start_over, kernel_choices=forced_kernels, alpha_grid=alpha_grid,
     )
     try:
         result = trainer.train(problem, hparams, settings, strategy)

@@ -54,6 +54,10 @@ class RunSettings:
     # A run dir or checkpoint whose model weights start this run (at step 0, with a fresh
     # optimizer and schedule): fine-tuning. Ignored once output_dir has checkpoints of its own.
     warm_start_from: str | None = None
+    # With warm_start_from: the data dir's vocabulary may differ from the parent's; the pieces
+    # both have keep the parent's embeddings, new ones start as the paper initialises them
+    # (training/vocabulary_update.py).
+    update_vocabulary: bool = False
     # A checkpoint (or run dir) of another run whose whole training state (weights, optimizer,
     # step) this run continues from, in its own output_dir, under its own --train_steps: a
     # branch, e.g. the same run with its cooldown ending at another step. Ignored once
@@ -94,6 +98,8 @@ class RunPlan:
     @classmethod
     def resolve(cls, problem, hparams: HParams, settings: RunSettings, strategy: tf.distribute.Strategy) -> "RunPlan":
         """Every check before training, in the order a user meets them; a UsageError names the fix."""
+        if settings.update_vocabulary and not settings.warm_start_from:
+            raise UsageError("--update_vocabulary updates a warm start's vocabulary: give --warm_start_from=PARENT too.")
         if settings.warm_start_from and settings.branch_from:
             raise UsageError(
                 "--warm_start_from and --branch_from both start a run from another one: give one (--warm_start_from takes "
@@ -141,6 +147,11 @@ class RunPlan:
             plan.warm_start = parent.path
         return plan
 
+    @property
+    def updates_vocabulary(self) -> bool:
+        """Whether the warm start maps the parent's weights into another vocabulary."""
+        return bool(self.warm_start and self.parent.run_dir.vocabularies().difference(self.vocabularies))
+
     def _nothing_to_do(self) -> dict | None:
         """train's result when the run is finished already (stopped early, or at its steps)."""
         stopped = early_stop_record(self.run_dir, self.best_metric, self.settings.early_stopping_patience)
@@ -180,6 +191,9 @@ class RunPlan:
         record = {"train_steps": self.settings.train_steps}
         if self.warm_start:
             record["warm_started_from"] = self.warm_start
+        if self.updates_vocabulary:
+            record["vocabulary_updated_from"] = {side: getattr(self.parent.run_dir.vocabularies(), side).sha256
+                                                 for side in ("source", "target")}
         if self.branch_from:
             record["branched_from"] = self.branch_from
         if self.structure_tokens is not None:  # so a restore needs no problem catalog
@@ -228,7 +242,7 @@ def _write_shortlist(run_dir: RunDir, problem, data_dir: str, vocabularies, pare
         return
     started = time.time()
     shortlist = Shortlist.from_data_dir(problem, data_dir, vocabularies)
-    if parent and files.isfile(parent.run_dir.shortlist_path):  # the parent's ids are ours (`_parent_run`)
+    if parent and files.isfile(parent.run_dir.shortlist_path) and not parent.run_dir.vocabularies().difference(vocabularies):
         shortlist = shortlist.merged(load_run_shortlist(parent.run_dir))
     shortlist.save(run_dir.shortlist_path)
     logging.info("Wrote %s (%.0f s).", run_dir.shortlist_path, time.time() - started)
@@ -247,10 +261,11 @@ def _parent_run(path: str, flag: str, hparams: HParams, vocabularies, settings: 
             f"{flag} needs the same architecture (dropout, learning rate and other training hparams may differ)."
         )
     difference = run_dir.vocabularies().difference(vocabularies)
-    if difference:
+    if difference and not (settings.update_vocabulary and flag == "--warm_start_from"):
+        update = " or add --update_vocabulary to start from its weights in this vocabulary" if flag == "--warm_start_from" else ""
         raise UsageError(
             f"{flag}={path}: {difference} is not the one in --data_dir={settings.data_dir}; make the data with "
-            f"t2t-keras-datagen --vocab_model={run_dir.path}."
+            f"t2t-keras-datagen --vocab_model={run_dir.path}{update}."
         )
     if flag != "--branch_from":
         return parent

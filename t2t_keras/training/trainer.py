@@ -35,14 +35,14 @@ import tensorflow as tf
 from absl import logging
 
 from t2t_keras import files, locks
-from t2t_keras.checkpoints import checkpoint_manager, checkpoint_step
+from t2t_keras.checkpoints import checkpoint_manager, checkpoint_step, restore_model
 from t2t_keras.decoding.shortlist import load_run_shortlist
 from t2t_keras.errors import Stopped, UsageError
 from t2t_keras.hparams_lib import HParams
 from t2t_keras.models import factory
 from t2t_keras.optimization.recipe import make_optimizer, moved_cooldown_note
 from t2t_keras.system import bfloat16_units
-from t2t_keras.training import kernel_choices
+from t2t_keras.training import kernel_choices, vocabulary_update
 from t2t_keras.training.distribution import is_chief, is_multi_worker
 from t2t_keras.training.dropout_schedule import ResidualDropoutSchedule
 from t2t_keras.training.evaluator import Evaluator
@@ -157,6 +157,13 @@ def _restore(plan: RunPlan, model, checkpoint, manager, strategy) -> str | None:
         checkpoint.restore(plan.resume_from).assert_existing_objects_matched()
         logging.info("Resuming from %s (step %d%s).", plan.resume_from, plan.start_step, _fingerprint(model, strategy))
         return plan.resume_from
+    if plan.warm_start and plan.updates_vocabulary:
+        parent_model, _ = restore_model(plan.parent.run_dir, plan.warm_start)
+        vocabulary_update.warm_start(model, parent_model, plan.parent.run_dir.vocabularies(), plan.vocabularies)
+        latest = manager.save(checkpoint_number=0)  # so a kill before the first save resumes from these weights
+        logging.info("Warm-started from %s in this run's vocabulary: its weights, a fresh optimizer and schedule from "
+                     "step 0 (%s).", plan.warm_start, latest)
+        return latest
     if plan.warm_start:
         tf.train.Checkpoint(model=model).restore(plan.warm_start).expect_partial().assert_existing_objects_matched()
         latest = manager.save(checkpoint_number=0)  # so a kill before the first save resumes from these weights
