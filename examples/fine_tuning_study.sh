@@ -14,7 +14,8 @@
 #
 # Recipe "vocab" is "mixed" with an updated vocabulary (--update_vocabulary): a SentencePiece
 # model trained on the parent's pairs and the domain's train pairs together (the union), so
-# that the domain's words get pieces of their own.
+# that the domain's words get pieces of their own; "vocab_mean" starts each new piece from the
+# mean of the parent's embeddings of the pieces its text was split into.
 #
 # PARENT_SEES=train (the default) leaves the domains' train pairs in the parent's data, so
 # fine-tuning only reweights what it saw; PARENT_SEES=none holds each domain out of the parent
@@ -103,7 +104,7 @@ for domain in $DOMAINS; do
   "$BIN/t2t-keras-datagen" --problem=translate_text --data_dir="$OUT/$domain/mixed_data" --vocab_model="$OUT/parent" --noprogress \
       --train_source="$T/$domain.train.en,$T/$domain.general_sample.en" --train_target="$T/$domain.train.de,$T/$domain.general_sample.de" \
       --dev_source="$T/$domain.dev.en" --dev_target="$T/$domain.dev.de" --source_language=en --target_language=de
-  if [[ " $RECIPES " == *" vocab "* ]]; then  # the union's vocabulary, then the mixed pairs in it
+  if [[ " $RECIPES " == *" vocab"* ]]; then  # the union's vocabulary, then the mixed pairs in it
     "$BIN/t2t-keras-datagen" --problem=translate_text --data_dir="$OUT/$domain/union_data" --noprogress \
         --train_source="$T/parent.train.en,$T/$domain.train.en" --train_target="$T/parent.train.de,$T/$domain.train.de" \
         --dev_source="$T/$domain.dev.en" --dev_target="$T/$domain.dev.de" --source_language=en --target_language=de
@@ -122,6 +123,7 @@ for domain in $DOMAINS; do
       gentle) hp=$gentle ;;
       mixed) hp=$gentle; data=$OUT/$domain/mixed_data ;;  # half in-domain, half the parent's other pairs
       vocab) hp=$gentle; data=$OUT/$domain/mixed_vocab_data; update=(--update_vocabulary) ;;  # mixed, in the union's vocabulary
+      vocab_mean) hp=$gentle; data=$OUT/$domain/mixed_vocab_data; update=(--update_vocabulary --new_pieces=parent_pieces) ;;
       *) echo "unknown recipe $recipe" >&2; exit 2 ;;
     esac
     run=$OUT/$domain/$recipe

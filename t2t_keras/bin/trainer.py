@@ -64,6 +64,11 @@ def define_flags() -> None:
         "parent's; pieces both have keep the parent's embeddings and output rows, new ones start as the paper "
         "initialises them.",
     )
+    flags.DEFINE_enum(
+        "new_pieces", "paper", ["paper", "parent_pieces"],
+        "With --update_vocabulary, a new piece's embedding: the paper's initialisation, or the mean of the parent's "
+        "embeddings of the pieces its vocabulary splits the new piece's text into.",
+    )
     flags.DEFINE_string(
         "branch_from", None,
         "Branch another run: continue its training state at this checkpoint (DIR/ckpt-N, or a run dir's latest) - weights, "
@@ -121,7 +126,7 @@ def main(argv) -> int:
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
         eval_sentences=FLAGS.eval_sentences, decode_hparams=FLAGS.decode_hparams, evaluate=FLAGS.evaluate, keep_best=FLAGS.keep_best, seed=FLAGS.seed,
         early_stopping_patience=FLAGS.early_stopping_patience, warm_start_from=FLAGS.warm_start_from,
-        update_vocabulary=FLAGS.update_vocabulary, branch_from=FLAGS.branch_from, start_over=FLAGS.start_over, kernel_choices=forced_kernels, alpha_grid=alpha_grid,
+        update_vocabulary=FLAGS.update_vocabulary, new_pieces=FLAGS.new_pieces, branch_from=FLAGS.branch_from, start_over=FLAGS.start_over, kernel_choices=forced_kernels, alpha_grid=alpha_grid,
     )
     try:
         result = trainer.train(problem, hparams, settings, strategy)

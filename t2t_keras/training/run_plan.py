@@ -58,6 +58,7 @@ class RunSettings:
     # both have keep the parent's embeddings, new ones start as the paper initialises them
     # (training/vocabulary_update.py).
     update_vocabulary: bool = False
+    new_pieces: str = "paper"  # how an updated vocabulary's new pieces start: vocabulary_update.NEW_PIECES
     # A checkpoint (or run dir) of another run whose whole training state (weights, optimizer,
     # step) this run continues from, in its own output_dir, under its own --train_steps: a
     # branch, e.g. the same run with its cooldown ending at another step. Ignored once

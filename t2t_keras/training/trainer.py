@@ -159,7 +159,8 @@ def _restore(plan: RunPlan, model, checkpoint, manager, strategy) -> str | None:
         return plan.resume_from
     if plan.warm_start and plan.updates_vocabulary:
         parent_model, _ = restore_model(plan.parent.run_dir, plan.warm_start)
-        vocabulary_update.warm_start(model, parent_model, plan.parent.run_dir.vocabularies(), plan.vocabularies)
+        vocabulary_update.warm_start(model, parent_model, plan.parent.run_dir.vocabularies(), plan.vocabularies,
+                                     plan.settings.new_pieces)
         latest = manager.save(checkpoint_number=0)  # so a kill before the first save resumes from these weights
         logging.info("Warm-started from %s in this run's vocabulary: its weights, a fresh optimizer and schedule from "
                      "step 0 (%s).", plan.warm_start, latest)

@@ -27,10 +27,17 @@ def shared_rows(parent, vocabulary) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(ids, np.int64), np.asarray(theirs, np.int64)
 
 
-def warm_start(model, parent_model, parent_vocabularies, vocabularies) -> dict:
+NEW_PIECES = ("paper", "parent_pieces")
+
+
+def warm_start(model, parent_model, parent_vocabularies, vocabularies, new_pieces: str = "paper") -> dict:
     """Sets `model`'s weights from `parent_model`'s (the same architecture, other vocabularies):
     whole weights where the shapes agree, the shared pieces' rows of the piece-indexed tables.
+    A new piece's row is the paper's initialisation as the model was built ("paper"), or the
+    mean of the parent's rows of the pieces the parent splits its text into ("parent_pieces").
     Returns the record for run.json: pieces kept and new, per side."""
+    if new_pieces not in NEW_PIECES:
+        raise UsageError(f"--new_pieces={new_pieces}: choose {' or '.join(NEW_PIECES)}.")
     if model.copy_position is not None:
         raise UsageError("--update_vocabulary: this model's copy positions are indexed by the target vocabulary's "
                          "structure tokens; update the vocabulary of a model without copy_position_encoding.")
@@ -42,9 +49,15 @@ def warm_start(model, parent_model, parent_vocabularies, vocabularies) -> dict:
         raise UsageError("--update_vocabulary: the parent's weights are not this model's; it needs the same architecture.")
     for weight, parent_weight in zip(model.weights, parent_model.weights):
         if id(weight) in sides:
-            ids, theirs = rows[sides[id(weight)]]
+            side = sides[id(weight)]
+            ids, theirs = rows[side]
+            parent_table = parent_weight.numpy()
             table = np.array(weight.numpy())
-            table[ids] = parent_weight.numpy()[theirs]
+            table[ids] = parent_table[theirs]
+            if new_pieces == "parent_pieces":
+                parent_vocabulary, vocabulary = getattr(parent_vocabularies, side), getattr(vocabularies, side)
+                for index, split in _parent_splits(parent_vocabulary, vocabulary, ids).items():
+                    table[index] = parent_table[split].mean(axis=0)
             weight.assign(table)
         else:
             weight.assign(parent_weight.numpy())
@@ -59,6 +72,19 @@ def warm_start(model, parent_model, parent_vocabularies, vocabularies) -> dict:
         f"{side} {r['from_parent']} of {r['pieces']} pieces from the parent's {r['parent_pieces']}, {r['new']} new"
         for side, r in record.items()))
     return record
+
+
+def _parent_splits(parent, vocabulary, shared_ids) -> dict:
+    """{new piece's id: the parent's ids of its text} for the pieces `shared_ids` leaves out."""
+    shared = set(shared_ids.tolist())
+    splits = {}
+    for index, piece in enumerate(vocabulary.pieces(range(vocabulary.size))):
+        text = piece.replace("\u2581", " ").strip()
+        if index not in shared and text:
+            split = parent.encode(text)
+            if split:
+                splits[index] = split
+    return splits
 
 
 def _within(weight) -> str:

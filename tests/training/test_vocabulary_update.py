@@ -79,3 +79,17 @@ def test_an_updated_vocabulary_starts_where_the_parent_is(trained_output_dir, tm
     child_translator = Translator.from_model(child, Vocabularies(vocabulary, vocabulary), problem, beam_size=4, tune_process=False)
     parent_translator = Translator.from_preset(trained_output_dir, beam_size=4, tune_process=False)
     assert child_translator.generate([s for s, _ in same]) == parent_translator.generate([s for s, _ in same])
+
+    # --new_pieces=parent_pieces: a new piece starts from the mean of the parent's rows of its text's pieces
+    from t2t_keras.models import Transformer
+    from t2t_keras.training import vocabulary_update
+
+    other = Transformer.from_hparams(RunDir(trained_output_dir).hparams(), vocabulary.size)
+    vocabulary_update.warm_start(other, parent, RunDir(trained_output_dir).vocabularies(), Vocabularies(vocabulary, vocabulary),
+                                 new_pieces="parent_pieces")
+    new = next(i for i, piece in enumerate(pieces) if piece not in parent_ids and piece.startswith("\u2581") and len(piece) > 3)
+    split = parent_vocabulary.encode(pieces[new][1:])
+    assert len(split) > 1
+    table = other.softmax_projection.embeddings.numpy()
+    np.testing.assert_allclose(table[new], parent.softmax_projection.embeddings.numpy()[split].mean(axis=0), rtol=1e-6)
+    np.testing.assert_array_equal(table[shared], child.softmax_projection.embeddings.numpy()[shared])
