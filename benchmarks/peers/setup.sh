@@ -20,7 +20,7 @@ make_venv() {  # NAME REQUIREMENTS [PIP OPTIONS...]
     local name="$1" requirements="$2" stamp wanted
     shift 2
     stamp="$venvs/$name/.requirements"
-    wanted="$(cat "$requirements" "$@" 2>/dev/null | sha256sum)"
+    wanted="$(cat "$requirements" "$@" 2>/dev/null | grep -v "^ *#" | sha256sum)"  # comments changed: kept
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
         echo "$name: ready ($venvs/$name)"
         return
