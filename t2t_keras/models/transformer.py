@@ -21,6 +21,8 @@ from t2t_keras.optimization.recipe import make_optimizer
 from t2t_keras.registry import register_model
 from t2t_keras.token_ids import START_ID
 
+SUM = tf.distribute.ReduceOp.SUM
+
 HPARAMS_FIELDS = frozenset(field_names())
 
 
@@ -238,38 +240,42 @@ class Transformer(keras.Model):
 
     def train_step(self, data):
         """Keras' step, or with the recipe's loss and no metrics (`compile`) the trainer's: the
-        gradients of the fused output layer's loss per real target token."""
+        gradients of the fused output layer's loss per real target token of the whole batch,
+        all replicas' tokens counted together (as the trainer does: 2 replicas step as 1)."""
         features, targets, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         if not (getattr(self, "_fused_loss", False) and targets is None and isinstance(features, dict)):
             return super().train_step(data)
         with tf.GradientTape() as tape:
-            loss = self._fused_mean_loss(features, sample_weight, training=True)
-            # a replica's share: the optimizer sums the replicas' gradients (Keras' own loss does this too)
-            share = loss / tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, loss.dtype)
-            share = self.optimizer.scale_loss(share)
+            loss_sum, weight = self._fused_loss_sum(features, sample_weight, training=True)
+            # this replica's share of the global mean: the optimizer sums the replicas' gradients
+            global_weight = tf.maximum(tf.distribute.get_replica_context().all_reduce(SUM, weight), 1.0)
+            share = self.optimizer.scale_loss(loss_sum / global_weight)
         self.optimizer.apply(tape.gradient(share, self.trainable_variables), self.trainable_variables)
-        return self._logs_with_loss(loss, features)
+        return self._logs_with_loss(loss_sum, global_weight, features)
 
     def test_step(self, data):
         """Keras' evaluation step, or the fused loss as `train_step` computes it."""
         features, targets, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         if not (getattr(self, "_fused_loss", False) and targets is None and isinstance(features, dict)):
             return super().test_step(data)
-        return self._logs_with_loss(self._fused_mean_loss(features, sample_weight, training=False), features)
+        loss_sum, weight = self._fused_loss_sum(features, sample_weight, training=False)
+        global_weight = tf.maximum(tf.distribute.get_replica_context().all_reduce(SUM, weight), 1.0)
+        return self._logs_with_loss(loss_sum, global_weight, features)
 
-    def _fused_mean_loss(self, features, sample_weight, training):
-        """The label-smoothed cross-entropy per real target token of a batch (each token
-        weighted by `sample_weight` too, if given), by `token_losses`."""
+    def _fused_loss_sum(self, features, sample_weight, training):
+        """(The label-smoothed cross-entropy summed over a batch's real target tokens, each
+        weighted by `sample_weight` too if given; the sum of the weights), by `token_losses`."""
         losses = self.token_losses(features, self.loss.label_smoothing, training=training)
         weights = real_tokens(features["targets"])
         if sample_weight is not None:  # a weight per sentence [B] or per token [B, T]
             sample_weight = tf.cast(sample_weight, weights.dtype)
             weights *= sample_weight[:, None] if sample_weight.shape.rank == 1 else sample_weight
-        return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+        return tf.reduce_sum(losses * weights), tf.reduce_sum(weights)
 
-    def _logs_with_loss(self, loss, features):
-        """Keras' loss tracker updated as its own steps update it (weighted by the batch's
-        sentences), and the logs."""
+    def _logs_with_loss(self, loss_sum, global_weight, features):
+        """Keras' loss tracker given the global batch's mean loss (each replica adds its
+        sentences' part of it: the tracker sums the replicas), and the logs."""
+        loss = tf.distribute.get_replica_context().all_reduce(SUM, loss_sum) / global_weight
         self._loss_tracker.update_state(loss, sample_weight=tf.shape(features["targets"])[0])
         return self.get_metrics_result()
 

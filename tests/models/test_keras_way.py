@@ -136,3 +136,26 @@ def test_keras_file_round_trips_with_identical_translations(trained_output_dir, 
                                rtol=1e-6)  # each Translator times its own output product's orientation
     for saved, restored in zip(model.weights, loaded.weights):
         np.testing.assert_array_equal(restored.numpy(), saved.numpy())
+
+
+def test_fit_on_two_replicas_steps_as_on_one(multi30k_data_dir):
+    """The fused step counts all replicas' tokens together, as the trainer does: the same batch
+    on 2 replicas (each half of it) gives the 1-replica losses and weights, to float rounding."""
+    problem = registry.problem("translate_ende_multi30k")
+    vocab_size = problem.load_vocabularies(multi30k_data_dir).source.size
+    batches = tf.data.Dataset.from_tensors(next(iter(problem.dataset("dev", multi30k_data_dir, 2048, training=False)))).repeat()
+    runs = []
+    for strategy in (tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])):
+        with strategy.scope():
+            model = Transformer("transformer_demo", vocab_size=vocab_size, num_hidden_layers=1, hidden_size=64, filter_size=128,
+                                layer_prepostprocess_dropout=0.0, attention_dropout=0.0, relu_dropout=0.0)
+            model.compile(train_steps=3, kernel_choices="loss_layout=rows,layer_norm=graph,bias_relu=graph")
+        for weight, start in zip(model.weights, runs[0][1] if runs else [w.numpy() for w in model.weights]):
+            weight.assign(start)
+        start = [w.numpy() for w in model.weights]
+        history = model.fit(batches, epochs=3, steps_per_epoch=1, verbose=0)
+        runs.append((history.history["loss"], start, [w.numpy() for w in model.weights]))
+    (one_losses, _, one), (two_losses, _, two) = runs
+    np.testing.assert_allclose(two_losses, one_losses, rtol=1e-6)
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(b, a, atol=1e-6)
