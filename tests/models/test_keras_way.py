@@ -145,7 +145,10 @@ def test_fit_on_two_replicas_steps_as_on_one(multi30k_data_dir):
     vocab_size = problem.load_vocabularies(multi30k_data_dir).source.size
     batches = tf.data.Dataset.from_tensors(next(iter(problem.dataset("dev", multi30k_data_dir, 2048, training=False)))).repeat()
     runs = []
-    for strategy in (tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])):
+    # Reduced through one device, not by collective ops: a later strategy's collectives in this
+    # process (test_train_step.py's) would reuse this one's instance keys with other shapes.
+    two = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    for strategy in (tf.distribute.OneDeviceStrategy("/cpu:0"), two):
         with strategy.scope():
             model = Transformer("transformer_demo", vocab_size=vocab_size, num_hidden_layers=1, hidden_size=64, filter_size=128,
                                 layer_prepostprocess_dropout=0.0, attention_dropout=0.0, relu_dropout=0.0)
