@@ -102,6 +102,8 @@ class Transformer(keras.Model):
                  target_vocab_size: int | None = None, structure_tokens=None, **kwargs):
         overrides = {name: kwargs.pop(name) for name in list(kwargs) if name in HPARAMS_FIELDS}
         super().__init__(**kwargs)
+        self._fused_loss, self._forced_kernels = False, ""  # set by `compile`
+        self.kernel_choices = None  # what the first `fit` after `compile` chose (the trainer's run.json record)
         if vocab_size is None:
             raise TypeError("Transformer needs vocab_size: the number of ids of the (source) vocabulary.")
         self.hparams = _resolve_hparams(hparams, overrides)
@@ -218,8 +220,7 @@ class Transformer(keras.Model):
         self.optimizer.build(self.trainable_variables)  # the model is built: its state exists (and saves) from here
         self._fused_loss = (isinstance(self.loss, LabelSmoothedCrossEntropy) and not weighted_metrics
                             and not kwargs.get("metrics") and not kwargs.get("loss_weights"))
-        self._forced_kernels = kernel_choices
-        self.kernel_choices = None  # what the first `fit` chose (the trainer's run.json record)
+        self._forced_kernels, self.kernel_choices = kernel_choices, None
 
     def compile_from_config(self, config):
         """`compile` again with the saved settings, as `keras.models.load_model` restores a
@@ -231,11 +232,10 @@ class Transformer(keras.Model):
         dataset is iterated as it comes (a problem's training batches are shuffled already)."""
         if isinstance(x, tf.data.Dataset) and not args:
             kwargs.setdefault("shuffle", False)
-        if getattr(self, "_fused_loss", False) and self.kernel_choices is None:
+        if self._fused_loss and self.kernel_choices is None:
             from t2t_keras.training import kernel_choices
 
-            self.kernel_choices = kernel_choices.choose(
-                self, self.hparams, kernel_choices.parse(self._forced_kernels.replace(" ", "")))
+            self.kernel_choices = kernel_choices.choose(self, self.hparams, kernel_choices.parse(self._forced_kernels))
         return super().fit(x, y, *args, **kwargs)
 
     def train_step(self, data):
@@ -243,12 +243,11 @@ class Transformer(keras.Model):
         gradients of the fused output layer's loss per real target token of the whole batch,
         all replicas' tokens counted together (as the trainer does: 2 replicas step as 1)."""
         features, targets, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        if not (getattr(self, "_fused_loss", False) and targets is None and isinstance(features, dict)):
+        if not self._takes_fused_step(features, targets):
             return super().train_step(data)
         with tf.GradientTape() as tape:
-            loss_sum, weight = self._fused_loss_sum(features, sample_weight, training=True)
+            loss_sum, global_weight = self._fused_loss_sum(features, sample_weight, training=True)
             # this replica's share of the global mean: the optimizer sums the replicas' gradients
-            global_weight = tf.maximum(tf.distribute.get_replica_context().all_reduce(SUM, weight), 1.0)
             share = self.optimizer.scale_loss(loss_sum / global_weight)
         self.optimizer.apply(tape.gradient(share, self.trainable_variables), self.trainable_variables)
         return self._logs_with_loss(loss_sum, global_weight, features)
@@ -256,21 +255,25 @@ class Transformer(keras.Model):
     def test_step(self, data):
         """Keras' evaluation step, or the fused loss as `train_step` computes it."""
         features, targets, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        if not (getattr(self, "_fused_loss", False) and targets is None and isinstance(features, dict)):
+        if not self._takes_fused_step(features, targets):
             return super().test_step(data)
-        loss_sum, weight = self._fused_loss_sum(features, sample_weight, training=False)
-        global_weight = tf.maximum(tf.distribute.get_replica_context().all_reduce(SUM, weight), 1.0)
-        return self._logs_with_loss(loss_sum, global_weight, features)
+        return self._logs_with_loss(*self._fused_loss_sum(features, sample_weight, training=False), features)
+
+    def _takes_fused_step(self, features, targets) -> bool:
+        """Whether a batch goes through the fused loss: compiled for it, the targets in the features."""
+        return self._fused_loss and targets is None and isinstance(features, dict)
 
     def _fused_loss_sum(self, features, sample_weight, training):
-        """(The label-smoothed cross-entropy summed over a batch's real target tokens, each
-        weighted by `sample_weight` too if given; the sum of the weights), by `token_losses`."""
+        """(The label-smoothed cross-entropy summed over this replica's real target tokens, each
+        weighted by `sample_weight` too if given; the weights' sum over all replicas, at least 1),
+        by `token_losses`."""
         losses = self.token_losses(features, self.loss.label_smoothing, training=training)
         weights = real_tokens(features["targets"])
         if sample_weight is not None:  # a weight per sentence [B] or per token [B, T]
             sample_weight = tf.cast(sample_weight, weights.dtype)
             weights *= sample_weight[:, None] if sample_weight.shape.rank == 1 else sample_weight
-        return tf.reduce_sum(losses * weights), tf.reduce_sum(weights)
+        global_weight = tf.distribute.get_replica_context().all_reduce(SUM, tf.reduce_sum(weights))
+        return tf.reduce_sum(losses * weights), tf.maximum(global_weight, 1.0)
 
     def _logs_with_loss(self, loss_sum, global_weight, features):
         """Keras' loss tracker given the global batch's mean loss (each replica adds its

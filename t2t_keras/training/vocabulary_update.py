@@ -35,7 +35,7 @@ def warm_start(model, parent_model, parent_vocabularies, vocabularies, new_piece
     whole weights where the shapes agree, the shared pieces' rows of the piece-indexed tables.
     A new piece's row is the paper's initialisation as the model was built ("paper"), or the
     mean of the parent's rows of the pieces the parent splits its text into ("parent_pieces").
-    Returns the record for run.json: pieces kept and new, per side."""
+    Logs and returns, per side, how many pieces came from the parent and how many are new."""
     if new_pieces not in NEW_PIECES:
         raise UsageError(f"--new_pieces={new_pieces}: choose {' or '.join(NEW_PIECES)}.")
     if model.copy_position is not None:
