@@ -6,6 +6,7 @@ import os
 from typing import ClassVar, Iterator
 
 from t2t_keras import files
+from t2t_keras.data import target_languages
 from t2t_keras.data.text_files import TextStats, read_lines, read_parallel
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import Problem
@@ -16,6 +17,39 @@ class TranslateProblem(Problem):
 
     source_language: ClassVar[str]
     target_language: ClassVar[str]
+
+    @property
+    def target_languages(self) -> tuple[str, ...]:
+        return (self.target_language,) if self.target_language else ()
+
+
+class MultilingualProblem(TranslateProblem):
+    """Several directions in one model over one shared vocabulary: each source starts with its
+    target language's token (`data.target_languages`), so `vocab_spec` must keep those tokens
+    whole (`user_defined_symbols=language_tokens(...)`). Subclasses set `directions` and
+    `direction_pairs`."""
+
+    source_language = target_language = ""  # one per direction
+    directions: ClassVar[tuple[tuple[str, str], ...]]  # (source language, target language) of each direction
+
+    @property
+    def target_languages(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(target for _, target in self.directions))
+
+    def direction_pairs(self, split: str, tmp_dir: str | None, stats: TextStats, source: str,
+                        target: str) -> Iterator[tuple[str, str]]:
+        """(source text, target text) pairs of `split` in the direction source -> target."""
+        raise NotImplementedError
+
+    def text_pairs(self, split: str, tmp_dir: str | None, stats: TextStats) -> Iterator[tuple[str, str]]:
+        for source, target in self.directions:
+            for source_text, target_text in self.direction_pairs(split, tmp_dir, stats, source, target):
+                yield target_languages.tagged(source_text, target), target_text
+
+
+def language_tokens(languages) -> tuple[str, ...]:
+    """The vocabulary's user_defined_symbols of a multilingual problem into `languages`."""
+    return tuple(target_languages.token(language) for language in languages)
 
 
 class ParallelTextProblem(TranslateProblem):

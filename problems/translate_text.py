@@ -6,7 +6,9 @@
     t2t-keras-trainer --problem=translate_text --data_dir=DIR --hparams_set=transformer_base --output_dir=RUN
 
 Each FILES flag is a comma-separated list of paths or globs (a glob's matches in name
-order), plain or .gz; source and target files pair in the order given. The expanded
+order), plain or .gz; source and target files pair in the order given. One model of several
+directions: --train_lang_pairs=en-de,de-en (and --dev_lang_pairs) name each file pair's
+languages; with several target languages, each source starts with its target's token (>>de<<). The expanded
 settings are recorded in data_dir's manifest and in every run dir trained on it, so the
 trainer, decoder, exporter and Translator need nothing but --data_dir or --output_dir.
 """
@@ -18,6 +20,7 @@ import os
 from typing import Iterator
 
 from t2t_keras import files
+from t2t_keras.data import target_languages
 from t2t_keras.data.text_files import TextStats, check_text_file, read_lines, read_parallel
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import VocabSpec
@@ -26,6 +29,7 @@ from t2t_keras.registry import register_problem
 
 SPLIT_FLAGS = {"train": ("train_source", "train_target"), "dev": ("dev_source", "dev_target")}
 DEFAULT_VOCAB_SIZE = 8000
+LANG_PAIRS = ("train_lang_pairs", "dev_lang_pairs")  # settings recorded only when given (older records lack them)
 
 
 @register_problem()
@@ -33,13 +37,13 @@ class TranslateText(TranslateProblem):
     """Your own parallel text files, named by t2t-keras-datagen flags (--train_source,
     --train_target, --dev_source, --dev_target: comma-separated paths or globs, plain or
     .gz; --vocab_size, --separate_vocabularies, --source_language, --target_language,
-    --vocab_model). Nothing to write in Python: the settings are recorded in data_dir and
-    every run dir trained on it."""
+    --train_lang_pairs and --dev_lang_pairs for several directions, --vocab_model). Nothing to
+    write in Python: the settings are recorded in data_dir and every run dir trained on it."""
 
     name = "translate_text"
     num_shards = {"train": 10, "dev": 1}
     datagen_flags = (*SPLIT_FLAGS["train"], *SPLIT_FLAGS["dev"], "vocab_size", "separate_vocabularies",
-                     "source_language", "target_language")
+                     "source_language", "target_language", *LANG_PAIRS)
 
     def __init__(self):
         self._settings: dict = {}
@@ -66,6 +70,7 @@ class TranslateText(TranslateProblem):
             source_language=values.get("source_language") or "",
             target_language=values.get("target_language") or "",
         )
+        settings.update(_lang_pairs(values, settings))
         return settings
 
     @property
@@ -74,7 +79,7 @@ class TranslateText(TranslateProblem):
 
     def configure(self, settings: dict) -> "TranslateText":
         expected = {"train", "dev", "vocab_size", "separate_vocabularies", "source_language", "target_language"}
-        if settings and set(settings) != expected:
+        if settings and set(settings) - set(LANG_PAIRS) != expected:
             raise UsageError(f"translate_text settings must have {', '.join(sorted(expected))}; got {', '.join(sorted(settings))}.")
         self._settings = dict(settings)
         return self
@@ -97,17 +102,31 @@ class TranslateText(TranslateProblem):
         return self._settings.get("target_language", "")
 
     @property
+    def target_languages(self) -> tuple[str, ...]:
+        pairs = self._settings.get("train_lang_pairs")
+        if pairs:
+            return tuple(dict.fromkeys(target for _, target in pairs))
+        return super().target_languages
+
+    @property
     def vocab_spec(self) -> VocabSpec:
         # An upper bound: a small corpus gets the pieces it has instead of SentencePiece's error.
-        return VocabSpec(size=self._setting("vocab_size"), size_is_bound=True)
+        tokens = tuple(map(target_languages.token, self.target_languages)) if self.multilingual else ()
+        return VocabSpec(size=self._setting("vocab_size"), size_is_bound=True, user_defined_symbols=tokens)
 
     @property
     def target_vocab_spec(self) -> VocabSpec | None:
         return self.vocab_spec if self._settings.get("separate_vocabularies") else None
 
     def text_pairs(self, split: str, tmp_dir: str | None, stats: TextStats) -> Iterator[tuple[str, str]]:
-        for source, target in self._setting(split):
-            yield from read_parallel(source, target, stats, strict=True)
+        pairs = self._settings.get(f"{split}_lang_pairs") if self.multilingual else None
+        for number, (source, target) in enumerate(self._setting(split)):
+            if pairs:  # each source after its target language's token
+                language = pairs[number][1]
+                for source_text, target_text in read_parallel(source, target, stats, strict=True):
+                    yield target_languages.tagged(source_text, language), target_text
+            else:
+                yield from read_parallel(source, target, stats, strict=True)
 
     def expected_pairs(self, split: str, tmp_dir: str | None) -> int | None:
         return sum(sum(1 for _ in read_lines(source, TextStats())) for source, _ in self._setting(split))
@@ -116,6 +135,38 @@ class TranslateText(TranslateProblem):
         from t2t_keras.evaluation.bleu import sacre_bleu_score
 
         return sacre_bleu_score(outputs, references, language=self.target_language)
+
+
+def _lang_pairs(values: dict, settings: dict) -> dict:
+    """The recorded --train_lang_pairs / --dev_lang_pairs: [[source, target], ...], one per file
+    pair of the split, checked (none: {})."""
+    given = {flag: values.get(flag) for flag in LANG_PAIRS if values.get(flag)}
+    if not given:
+        return {}
+    if values.get("source_language") or values.get("target_language"):
+        raise UsageError("--train_lang_pairs names each file pair's languages: leave out --source_language and "
+                         "--target_language.")
+    if len(given) == 1:
+        missing = next(flag for flag in LANG_PAIRS if flag not in given)
+        raise UsageError(f"--{missing} is needed with --{next(iter(given))}: each split's file pairs have their "
+                         "languages, e.g. en-de,de-en.")
+    recorded = {}
+    for flag, value in given.items():
+        split = flag.split("_")[0]
+        pairs = []
+        for item in (part.strip() for part in value.split(",")):
+            source, dash, target = item.partition("-")
+            if not dash or not source or not target:
+                raise UsageError(f"--{flag}: {item!r} is not SOURCE-TARGET; give each file pair's languages as en-de.")
+            pairs.append(target_languages.checked_codes([source, target], f"--{flag}"))
+        if len(pairs) != len(settings[split]):
+            raise UsageError(f"--{flag} names {len(pairs)} language pairs and --{split}_source {len(settings[split])} "
+                             "files; give one pair per file, in order.")
+        recorded[flag] = pairs
+    unknown = sorted({t for _, t in recorded["dev_lang_pairs"]} - {t for _, t in recorded["train_lang_pairs"]})
+    if unknown:
+        raise UsageError(f"--dev_lang_pairs asks for {', '.join(unknown)}, which no --train_lang_pairs pair translates into.")
+    return recorded
 
 
 def _paired_files(source_value: str, target_value: str, source_flag: str, target_flag: str) -> list[list[str]]:

@@ -272,6 +272,11 @@ class DecodeHParams:
         "best finished hypothesis beats its best alive one at the current length, as OpenNMT and CTranslate2",
     )
 
+    target_language: str = _field(
+        "", DECODING,
+        "a model of several target languages (translate_ende_deen_multi30k, translate_text with --train_lang_pairs): "
+        "the language every input is translated into, its token (>>de<<) put in front of it; '' = each input starts "
+        "with its own token, as OPUS-MT's; a language the model was not trained for is refused in one line")
     markup: bool = _field(
         False, DECODING,
         "carry XML-like tags (<b>...</b>, <a href=\"...\">...</a>, <x id=\"1\"/>) and {1}-style placeholders of the "

@@ -95,6 +95,18 @@ class Problem(abc.ABC):
         sentences and gold trees); their paths. None by default: translation reads text."""
         return []
 
+    @property
+    def target_languages(self) -> tuple[str, ...]:
+        """The languages this problem's models translate into, where it names them. With several,
+        each source starts with its target language's token (`data.target_languages`) and
+        decoding asks for one (the decode setting target_language)."""
+        return ()
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether one model of this problem translates into several languages."""
+        return len(self.target_languages) > 1
+
     # --- decoding ---
     def decode_settings(self, overrides: str = "", flag: str = "--decode_hparams", run_defaults: dict | None = None) -> DecodeHParams:
         """How this problem's outputs are searched: `decode_defaults`, then a trained run's own

@@ -8,6 +8,7 @@
     translator.translate(texts, n_best=4, log_probs=True)         # [[Hypothesis(text, log_prob, score), ...], ...]
     for hypotheses in translator.translate_iter(open("mono.en")): ...   # lazily, a window of lines at a time
     translator.score(["A dog runs."], ["Ein Hund rennt."])        # [log P(target | source)]
+    Translator.from_preset("both_dirs").generate(texts, target_language="de")   # a model of several target languages
 
 Decode settings (`t2t-keras-hparams --describe_decode`) are keyword arguments of every call:
 the run's defaults unless given. A run dir decodes with a `SearchModule` per distinct
@@ -201,9 +202,10 @@ class Translator:
         return self._backend.window_translator(self._call_settings(None, settings, "window_translator"), n_best, log_probs,
                                                alignments)
 
-    def score(self, sources: list[str], targets: list[str], *, batch_size: int | None = None) -> list[float]:
+    def score(self, sources: list[str], targets: list[str], *, batch_size: int | None = None,
+              target_language: str | None = None) -> list[float]:
         """log P(target | source) of each pair, EOS included (the SavedModel's score signature);
-        0 for a blank source."""
+        0 for a blank source. `target_language`: the targets' language, for a model of several."""
         sources, targets = _checked_list(sources, "score"), _checked_list(targets, "score", "target ")
         if len(sources) != len(targets):
             raise UsageError(f"score needs as many targets as sources, got {len(targets)} and {len(sources)}.")
@@ -211,7 +213,8 @@ class Translator:
         sources = [line for _, line in _checked_texts(sources, "score", replaced)]
         targets = [line for _, line in _checked_texts(targets, "score", replaced, "target ")]
         _report_replaced(replaced, "score")
-        return self._backend.score(sources, targets, self._call_settings(batch_size, {}, "score"))
+        settings = {} if target_language is None else {"target_language": target_language}
+        return self._backend.score(sources, targets, self._call_settings(batch_size, settings, "score"))
 
     def _call_settings(self, batch_size, settings: dict, method: str) -> DecodeHParams:
         if batch_size is not None:

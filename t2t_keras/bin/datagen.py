@@ -5,6 +5,8 @@
     t2t-keras-datagen --problem=translate_text --data_dir=~/my_data \
         --train_source=corpus/*.en.gz --train_target=corpus/*.de.gz --dev_source=dev.en --dev_target=dev.de
     t2t-keras-datagen ... --vocab_model=~/t2t_train/parent   # the vocabulary of a trained run, for fine-tuning
+    t2t-keras-datagen --problem=translate_text ... --train_source=a.en,a.de --train_target=a.de,a.en \
+        --train_lang_pairs=en-de,de-en --dev_source=d.en,d.de --dev_target=d.de,d.en --dev_lang_pairs=en-de,de-en
 """
 
 import os
@@ -18,7 +20,7 @@ from t2t_keras.errors import UsageError
 
 # Flags that configure --problem=translate_text (recorded in data_dir); other problems take none.
 TEXT_FLAGS = ("train_source", "train_target", "dev_source", "dev_target", "vocab_size", "separate_vocabularies",
-              "source_language", "target_language")
+              "source_language", "target_language", "train_lang_pairs", "dev_lang_pairs")
 
 
 def define_flags() -> None:
@@ -50,6 +52,12 @@ def define_flags() -> None:
     flags.DEFINE_string(
         "target_language", None, "translate_text: the target language's code, e.g. de (recorded; zh picks sacreBLEU's zh tokenizer)."
     )
+    for split in ("train", "dev"):
+        flags.DEFINE_string(
+            f"{split}_lang_pairs", None,
+            f"translate_text, one model of several directions: each --{split}_source/--{split}_target file pair's "
+            "languages, in order, e.g. en-de,de-en; with several target languages each source gets its target's "
+            "token (>>de<<) and decoding asks for one (--target_language).")
 
 
 def main(argv) -> int:

@@ -12,6 +12,7 @@ ensemble of them); or score given translations.
     t2t-keras-decoder ... --prefix_file=in.prefix.de --avoid_file=in.avoid.json   # steered, line by line
     t2t-keras-decoder ... --constraints_file=in.terms.json   # terms each output must hold
     t2t-keras-decoder ... --decode_to_file=out.de --alignment_file=out.align     # word alignments beside it
+    t2t-keras-decoder --output_dir=ENDE_DEEN --decode_from_file=in.en --target_language=de   # a model of several
 
 Output: one line per input line; with --n_best=N, N consecutive lines per input line, best
 first; --with_scores puts the search's score before each output, --with_log_probs log P(output | input)
@@ -30,6 +31,7 @@ from absl import flags
 
 from t2t_keras import files, locks
 from t2t_keras.bin import flags as common_flags
+from t2t_keras.data import target_languages
 from t2t_keras.data.text_files import check_text_file
 from t2t_keras.decoding import file_decoding
 from t2t_keras.errors import Terminated, UsageError
@@ -48,6 +50,9 @@ def define_flags() -> None:
     )
     flags.DEFINE_string("decode_reference", None, "References of --decode_from_file (translations; gold trees for parsing): print BLEU and chrF (EVALB F1 for parsing) at the end.")
     flags.DEFINE_bool("decode_interactive", False, "Translate lines typed at a prompt.")
+    flags.DEFINE_string("target_language", None,
+                        "A model of several target languages: translate every line into this one (e.g. de; the decode "
+                        "setting target_language). Without it, each line starts with its language's token (>>de<<).")
     flags.DEFINE_integer("n_best", 1, "Hypotheses written per input line, best first (at most beam_size).")
     flags.DEFINE_bool("with_scores", False, "Write each hypothesis as \"<score>\\t<output>\": what the search ranked it by, "
                       "log P / ((5 + length) / 6) ** alpha (the SavedModel's scores), plus the reverse term with --reverse_model.")
@@ -112,6 +117,9 @@ def _main(held: contextlib.ExitStack) -> int:
     _check_files()
     ensemble = [path for path in (FLAGS.ensemble or "").split(",") if path.strip()]
     run = common_flags.load_trained_run(check_checkpoint=False, ensemble=ensemble, reverse=FLAGS.reverse_model)
+    if FLAGS.target_language is not None:
+        run = run.with_settings(target_language=FLAGS.target_language)
+        target_languages.line_languages([], run.problem.target_languages, FLAGS.target_language, str)
     problem, decode_hparams = run.problem, run.decode_hparams
     if not 1 <= FLAGS.n_best <= decode_hparams.beam_size:
         raise UsageError(f"--n_best={FLAGS.n_best}: choose 1 to beam_size ({decode_hparams.beam_size}).")

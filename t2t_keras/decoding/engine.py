@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from t2t_keras.data import target_languages
 from t2t_keras.decoding import kernel_choices, markup
 from t2t_keras.decoding.alignment import CrossAttention, attention_links
 from t2t_keras.decoding.controls import Steering, TargetPieces
@@ -26,7 +27,7 @@ from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
 
 # Settings the graphs of a SearchModule do not fix: a call may change them without another module.
-CALL_SETTINGS = ("sentences_per_batch", "batch_tokens", "reverse_weight", "alignment_layer", "markup")
+CALL_SETTINGS = ("sentences_per_batch", "batch_tokens", "reverse_weight", "alignment_layer", "markup", "target_language")
 
 
 class DecodingEngine:
@@ -96,7 +97,10 @@ class DecodingEngine:
         (each line's hypotheses, repairs): `prefixes`, `avoids` and `constraints`, each line's
         prefix, avoided terms and terms that must appear;
         with `alignments`, each hypothesis's word alignment (`alignment.attention_links`: the
-        cross-attention of settings.alignment_layer; an ensemble's first member's)."""
+        cross-attention of settings.alignment_layer; an ensemble's first member's). A multilingual
+        model's lines get their target language's token (`data.target_languages`): settings.target_language,
+        or the token a line starts with; alignments and markup index the line without it."""
+        self._line_languages([], settings, str)  # a language the model was not trained for: refused before any line
         module = self.search_module(settings)
 
         def translate(lines, numbers, on_lines, prefixes=None, avoids=None, constraints=None):
@@ -104,12 +108,15 @@ class DecodingEngine:
             if prefixes is not None or avoids is not None or constraints is not None:
                 none = [None] * len(lines)
                 steering = Steering(self.target_pieces, prefixes or none, avoids or none, constraints or none)
-            marked = [markup.parse(line, number + 1) for line, number in zip(lines, numbers)] if settings.markup else None
-            texts = [m.text for m in marked] if marked is not None else lines
-            outputs = translate_lines(module, texts, n_best, log_probs, line_numbers=numbers, on_lines=on_lines,
+            asked = self._line_languages(lines, settings, lambda i: f"line {numbers[i] + 1}")
+            plain = [text for _, text in asked]
+            marked = [markup.parse(line, number + 1) for line, number in zip(plain, numbers)] if settings.markup else None
+            texts = [m.text for m in marked] if marked is not None else plain
+            inputs = [target_languages.model_input(language, text) for (language, _), text in zip(asked, texts)]
+            outputs = translate_lines(module, inputs, n_best, log_probs, line_numbers=numbers, on_lines=on_lines,
                                       batching=settings, steering=steering)
             if alignments or marked is not None:
-                outputs = self._aligned(texts, outputs, settings)
+                outputs = self._aligned(inputs, outputs, settings, [int(bool(language)) for language, _ in asked])
             if marked is not None:  # the tags put back by the alignments (kept on the hypotheses only if asked)
                 outputs = [[h._replace(text=markup.restore(m, h.text, h.alignment), alignment=h.alignment if alignments else None)
                             for h in hypotheses] for m, hypotheses in zip(marked, outputs)]
@@ -117,8 +124,14 @@ class DecodingEngine:
 
         return translate
 
-    def _aligned(self, lines: list[str], outputs: list, settings: DecodeHParams) -> list:
-        """`outputs` (each line's hypotheses) with their word alignments."""
+    def _line_languages(self, lines: list[str], settings: DecodeHParams, describe) -> list[tuple[str, str]]:
+        """(target language, text) of each line (`target_languages.line_languages`)."""
+        languages = self.problem.target_languages if self.problem is not None else ()
+        return target_languages.line_languages(lines, languages, settings.target_language, describe)
+
+    def _aligned(self, lines: list[str], outputs: list, settings: DecodeHParams, tokens: list[int]) -> list:
+        """`outputs` (each line's hypotheses) with their word alignments, over each line's words
+        after its first `tokens[i]` (a language token)."""
         pairs = [(line, h.text) for line, hypotheses in zip(lines, outputs) for h in hypotheses]
         key = (settings.precision, settings.alignment_layer)
         if key not in self._attention:
@@ -127,8 +140,9 @@ class DecodingEngine:
         attention = self._attention[key]
         links = iter(attention_links(attention.model, self.vocabularies, [s for s, _ in pairs], [t for _, t in pairs],
                                      settings.alignment_layer, batch_size=settings.sentences_per_batch, attention=attention))
-        return [[h._replace(alignment=tuple(sorted(next(links), key=lambda link: (link[1], link[0])))) for h in hypotheses]
-                for hypotheses in outputs]
+        return [[h._replace(alignment=tuple(sorted(((source - skip, target) for source, target in next(links) if source >= skip),
+                                                   key=lambda link: (link[1], link[0])))) for h in hypotheses]
+                for hypotheses, skip in zip(outputs, tokens)]
 
     @functools.cached_property
     def target_pieces(self) -> TargetPieces:
@@ -136,7 +150,9 @@ class DecodingEngine:
         return TargetPieces(self.vocabularies.target)
 
     def score(self, sources: list[str], targets: list[str], settings: DecodeHParams) -> list[float]:
-        return score_lines(self.search_module(settings), sources, targets, batching=settings)
+        inputs = [target_languages.model_input(*asked)
+                  for asked in self._line_languages(sources, settings, lambda i: f"source {i}")]
+        return score_lines(self.search_module(settings), inputs, targets, batching=settings)
 
     def search_module(self, settings: DecodeHParams):
         """The SearchModule of `settings`, made on first use (its graphs traced at its first call)."""

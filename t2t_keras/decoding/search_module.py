@@ -16,9 +16,11 @@ beam size is a shape): other settings need another module.
 from __future__ import annotations
 
 import functools
+import re
 
 import tensorflow as tf
 
+from t2t_keras.data import target_languages as target_languages_lib
 from t2t_keras.decoding import graph_search
 from t2t_keras.decoding.beam_search import search_in_parts
 from t2t_keras.decoding.controls import WORD_START, SearchControls, TargetPieces
@@ -26,6 +28,11 @@ from t2t_keras.decoding.kernel_choices import DecodeKernels
 from t2t_keras.hparams_lib import DecodeHParams
 from t2t_keras.system import decoding_parts
 from t2t_keras.token_ids import PAD_ID
+
+_TEXTS = tf.TensorSpec([None], tf.string, name="inputs")
+_PREFIXES = tf.TensorSpec([None], tf.string, name="prefixes")
+_CONSTRAINTS = tf.TensorSpec([None, None], tf.string, name="constraints")
+_LANGUAGES = tf.TensorSpec([None], tf.string, name="target_languages")
 
 
 class SearchModule(tf.Module):
@@ -190,6 +197,12 @@ class SearchModule(tf.Module):
         """
         return self._text_outputs(inputs, self.best_ids)
 
+    @tf.function(input_signature=[_TEXTS, _LANGUAGES], autograph=False)
+    def translate_text_to(self, inputs, target_languages):
+        """translate_text for a model of several target languages: each sentence into its
+        language of `target_languages` [B] ("": the sentence starts with its token, >>de<<)."""
+        return self._text_outputs(inputs, self.best_ids, self._tagged(inputs, target_languages))
+
     @tf.function(
         input_signature=[tf.TensorSpec([None], tf.string, name="inputs"), tf.TensorSpec([None], tf.string, name="prefixes")],
         autograph=False,
@@ -199,8 +212,16 @@ class SearchModule(tf.Module):
         prefix's pieces forced and scored; one ending inside a word ("Ein Hu") is completed by
         a piece that starts that word as typed ("Ein Hund"), or, where no piece does, the typed
         word's pieces are forced too (`controls.TargetPieces.prefix`, the same rule)."""
+        return self._prefix_outputs(inputs, prefixes)
+
+    @tf.function(input_signature=[_TEXTS, _PREFIXES, _LANGUAGES], autograph=False)
+    def translate_prefix_text_to(self, inputs, prefixes, target_languages):
+        """translate_prefix_text for a model of several target languages (as translate_text_to)."""
+        return self._prefix_outputs(inputs, prefixes, self._tagged(inputs, target_languages))
+
+    def _prefix_outputs(self, inputs, prefixes, model_inputs=None):
         controls = self._prefix_controls(prefixes)
-        return self._text_outputs(inputs, lambda input_ids: self.steered_best_ids(input_ids, *controls))
+        return self._text_outputs(inputs, lambda input_ids: self.steered_best_ids(input_ids, *controls), model_inputs)
 
     @tf.function(
         input_signature=[tf.TensorSpec([None], tf.string, name="inputs"), tf.TensorSpec([None], tf.string, name="prefixes"),
@@ -211,6 +232,14 @@ class SearchModule(tf.Module):
         """translate_prefix_text with terms each output must contain: `constraints` [B, M], each
         sentence's terms ("" pads), spelled as the tokenizer spells them (the same pieces as
         `controls.TargetPieces.required`), searched by dynamic beam allocation."""
+        return self._constrained_outputs(inputs, prefixes, constraints)
+
+    @tf.function(input_signature=[_TEXTS, _PREFIXES, _CONSTRAINTS, _LANGUAGES], autograph=False)
+    def translate_constrained_text_to(self, inputs, prefixes, constraints, target_languages):
+        """translate_constrained_text for a model of several target languages (as translate_text_to)."""
+        return self._constrained_outputs(inputs, prefixes, constraints, self._tagged(inputs, target_languages))
+
+    def _constrained_outputs(self, inputs, prefixes, constraints, model_inputs=None):
         controls = self._prefix_controls(prefixes)
         batch, count = tf.shape(constraints)[0], tf.shape(constraints)[1]
         terms = tf.strings.strip(tf.strings.regex_replace(tf.reshape(constraints, [-1]), r"\s+", " "))
@@ -222,7 +251,27 @@ class SearchModule(tf.Module):
         lengths = tf.reshape(tf.cast(pieces.row_lengths(), tf.int32), [batch, count])
         target_ids = tf.concat([controls[-1], tf.reshape(ids, [batch, -1])], axis=1)  # what a shortlist's rows must hold
         return self._text_outputs(
-            inputs, lambda input_ids: self.constrained_best_ids(input_ids, *controls[:-1], target_ids, ids, lengths))
+            inputs, lambda input_ids: self.constrained_best_ids(input_ids, *controls[:-1], target_ids, ids, lengths),
+            model_inputs)
+
+    def _tagged(self, inputs, target_languages):
+        """Sentences [B] as a multilingual model reads them: each after its language's token
+        (`data.target_languages`), or as given where its language is "" and it starts with one.
+        Anything else (an unknown language, none, or both) stops the call with one message."""
+        names = self.problem.target_languages
+        languages = tf.constant(list(names))
+        known = tf.reduce_any(tf.equal(target_languages[:, None], languages[None, :]), axis=1)
+        starts_tagged = tf.strings.regex_full_match(
+            inputs, r"\s*(" + "|".join(re.escape(target_languages_lib.token(name)) for name in names) + r")(\s.*)?")
+        asked = tf.not_equal(target_languages, "")
+        blank = tf.equal(tf.strings.strip(inputs), "")
+        each = (known & ~starts_tagged) | (~asked & starts_tagged) | (~asked & blank)
+        message = (f"target_languages: give each input one of {', '.join(names)} (or \"\" for an input that starts with "
+                   f"its token, e.g. {target_languages_lib.token(names[0])}), not both")
+        with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(each), [message])]):
+            tokens = tf.strings.join([target_languages_lib.OPEN, target_languages, target_languages_lib.CLOSE])
+            tagged = tf.strings.join([tokens, inputs], " ")
+            return tf.where(asked, tagged, inputs)
 
     def _prefix_controls(self, prefixes):
         """`controls.SearchControls` of prefix texts [B], in the graph (no avoided terms)."""
@@ -249,10 +298,11 @@ class SearchModule(tf.Module):
         return (prefix_ids, tf.cast(forced.row_lengths(), tf.int32), completion, no_terms[:, :, None], no_terms,
                 tf.pad(target_ids, [[0, 0], [0, 1]]))
 
-    def _text_outputs(self, inputs, search):
+    def _text_outputs(self, inputs, search, model_inputs=None):
         """translate_text's outputs of raw sentences [B], with `search(input_ids)` (best_ids, or
-        steered_ids with controls) for their hypotheses."""
-        input_ids = self._tokenize(self.source_tokenizer, inputs)
+        steered_ids with controls) for their hypotheses; `model_inputs`, the sentences as the
+        model reads them (a multilingual model's, tagged), if not `inputs`."""
+        input_ids = self._tokenize(self.source_tokenizer, inputs if model_inputs is None else model_inputs)
         truncated = graph_search.is_over(input_ids, self.decode_hparams.max_input_tokens)
         result = search(input_ids)
         best_ids = result["ids"][:, 0]
@@ -295,7 +345,17 @@ class SearchModule(tf.Module):
     def score_text(self, inputs, targets):
         """log P(target | source) of raw sentence pairs -> {log_probs [B], lengths [B] (target tokens + EOS)};
         a blank source has log_prob 0, as its empty translation does."""
-        result = self.score_ids(self._tokenize(self.source_tokenizer, inputs), self._tokenize(self.target_tokenizer, targets))
+        return self._scored_text(inputs, targets)
+
+    @tf.function(input_signature=[_TEXTS, tf.TensorSpec([None], tf.string, name="targets"), _LANGUAGES], autograph=False)
+    def score_text_to(self, inputs, targets, target_languages):
+        """score_text for a model of several target languages: `target_languages` [B], the
+        targets' (as translate_text_to)."""
+        return self._scored_text(inputs, targets, self._tagged(inputs, target_languages))
+
+    def _scored_text(self, inputs, targets, model_inputs=None):
+        source = inputs if model_inputs is None else model_inputs
+        result = self.score_ids(self._tokenize(self.source_tokenizer, source), self._tokenize(self.target_tokenizer, targets))
         blank = tf.equal(tf.strings.strip(inputs), "")
         return {"log_probs": tf.where(blank, 0.0, result["log_probs"]), "lengths": result["lengths"]}
 

@@ -22,6 +22,7 @@ import dataclasses
 import functools
 
 from t2t_keras.checkpoints import RunDir, resolve_checkpoint, restore_model
+from t2t_keras.data import target_languages
 from t2t_keras.decoding.kernel_choices import forced_choices
 from t2t_keras.decoding.shortlist import load_run_shortlist
 from t2t_keras.errors import UsageError
@@ -58,6 +59,8 @@ class TrainedRun:
         elif not isinstance(decode_hparams, DecodeHParams):
             decode_hparams = self.problem.decode_settings(decode_hparams or "", run_defaults=run_defaults)
         forced_choices(decode_hparams.kernel_choices, source)  # a bad one is one line before TensorFlow loads
+        # a language the model was not trained for, too
+        target_languages.line_languages([], self.problem.target_languages, decode_hparams.target_language, str)
         self.requested_hparams = decode_hparams  # before the precision decision: what an export of this run keeps
         self.decode_hparams = decode_precision(decode_hparams, for_export)
         self.checkpoint_path = checkpoint_path
@@ -66,6 +69,9 @@ class TrainedRun:
         self.reverse = reverse
         if reverse and for_export:
             raise UsageError("a reverse model reranks in the decoder only; an export has none.")
+        if reverse and self.problem.multilingual:
+            raise UsageError(f"--reverse_model reranks one direction's hypotheses; {self.problem.name} translates into "
+                             f"{', '.join(self.problem.target_languages)}: decode without it.")
         if reverse and self.decode_hparams.sampling:
             raise UsageError("--reverse_model reranks beam search's hypotheses; with sampling (sampling_top_k) there is nothing to rerank.")
 

@@ -17,6 +17,8 @@ writes the directory `ctranslate2.Translator` loads:
 The model is the same function: post- or pre-norm blocks, scaled embeddings, the paper's
 interleaved sinusoids (or a learned table) given to CTranslate2 as an explicit position table,
 shared or separate vocabularies, token 0 as the decoder's start and EOS appended to sources.
+A model of several target languages reads its target's token at the start of the source, as
+OPUS-MT's models do in CTranslate2: tokenise ">>de<< A dog runs." (the metadata lists the tokens).
 What CTranslate2 cannot express is refused in one line: the parsers' copy positions, and
 decoding constraints (a problem's token filter) unless they are turned off.
 
@@ -37,6 +39,7 @@ import tempfile
 import numpy as np
 
 from t2t_keras import extras, files
+from t2t_keras.data import target_languages
 from t2t_keras.errors import UsageError
 from t2t_keras.token_ids import EOS_ID, START_ID, UNK_ID
 
@@ -94,6 +97,8 @@ def export_run(run, export_dir: str, quantization: str = "float32") -> str:
             # min_decoding_length 0: EOS may come first, as in our search (CTranslate2's default forbids it)
             "translate_batch": {"beam_size": decode_hparams.beam_size, "length_penalty": decode_hparams.alpha,
                                 "min_decoding_length": 0},
+            # several: each source is tokenised with its target language's token in front (">>de<< A dog runs.")
+            "target_languages": {language: target_languages.token(language) for language in problem.target_languages},
         }
         files.write_bytes_directly(os.path.join(temporary, METADATA_FILE), (json.dumps(metadata, indent=2) + "\n").encode())
     return export_dir

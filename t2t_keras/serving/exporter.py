@@ -26,6 +26,10 @@ them; no Python in the graph):
                    translate_prefix, each output also holding every term of its row (dynamic
                    beam allocation, as the decoder's --constraints_file)
 
+A model of several target languages (a multilingual problem's) takes target_languages [B]
+string in serving_default, score, translate_prefix and translate_constrained (its metadata lists
+the languages): each input's language, or "" for an input that starts with its token (>>de<<).
+
 Two quantities, one name each, as everywhere in the package (the decoder's --with_scores and
 --with_log_probs, `Hypothesis.score` and `.log_prob`): scores = what beam search ranked by,
 log P / ((5 + length) / 6) ** alpha; log_probs = log P(output | input), EOS included.
@@ -44,6 +48,7 @@ import tensorflow as tf
 
 from t2t_keras import extras, files
 from t2t_keras.checkpoints import checkpoint_step
+from t2t_keras.data import target_languages
 from t2t_keras.errors import UsageError
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
@@ -73,12 +78,14 @@ def export_saved_model(module, export_dir: str, version: int) -> str:
         # First: without the [serving] extra the export stops here, not after the save.
         write_warmup_requests(os.path.join(temporary, WARMUP_FILE))
         # Concrete functions, which saving does not trace again; serving_default is TF Serving's default.
+        # A model of several target languages: each text signature takes the inputs' target_languages too.
+        to = "_to" if _multilingual(module) else ""
         signatures = {
-            "serving_default": module.translate_text.get_concrete_function(),
+            "serving_default": getattr(module, "translate_text" + to).get_concrete_function(),
             "translate_ids": module.translate_ids.get_concrete_function(),
-            "score": module.score_text.get_concrete_function(),
-            "translate_prefix": module.translate_prefix_text.get_concrete_function(),
-            "translate_constrained": module.translate_constrained_text.get_concrete_function(),
+            "score": getattr(module, "score_text" + to).get_concrete_function(),
+            "translate_prefix": getattr(module, "translate_prefix_text" + to).get_concrete_function(),
+            "translate_constrained": getattr(module, "translate_constrained_text" + to).get_concrete_function(),
         }
         # Only what the signatures use is saved: the variables they read and the SentencePiece
         # resources (not the SearchModule, whose every tf.function would be traced again, the
@@ -101,9 +108,14 @@ def export_saved_model(module, export_dir: str, version: int) -> str:
     return final_path
 
 
+def _multilingual(module) -> bool:
+    return module.problem is not None and module.problem.multilingual
+
+
 def export_metadata(module, version: int) -> dict:
     """What a client needs to know about an export: where it comes from and how it searches."""
-    return {
+    languages = list(module.problem.target_languages) if module.problem is not None else []
+    metadata = {
         "version": version,
         "problem": module.problem.name if module.problem is not None else None,
         "checkpoint": module.checkpoint_paths[0] if module.checkpoint_paths else None,
@@ -125,7 +137,14 @@ def export_metadata(module, version: int) -> dict:
             "scores": "what beam search ranked by: log P / ((5 + length) / 6) ** alpha",
             "log_probs": "log P(output | input), EOS included",
         },
+        "target_languages": languages,  # several: the text signatures take target_languages [B] string too
     }
+    if _multilingual(module):
+        metadata["signatures"]["target_languages"] = (
+            f"[B] string, an input of serving_default, score, translate_prefix and translate_constrained: each "
+            f"input's target language, one of {', '.join(languages)}, or '' for an input that starts with its token "
+            f"({target_languages.token(languages[0])}); translate_ids' inputs start with their token")
+    return metadata
 
 
 def new_version_path(export_dir: str, version: int) -> str:
