@@ -124,7 +124,19 @@ fi
 train_problem=$PROBLEM train_data=$DATA
 if [ "$BACK_TRANSLATE" -eq 1 ]; then
   step "back-translate train's German side with ${REVERSE_TRAIN}_avg ($BACK_TRANSLATE_HPARAMS)"
-  gzip -dc problems/data/multi30k/train.de.gz > "$OUT/train.de.tmp" && mv "$OUT/train.de.tmp" "$OUT/train.de"
+  # the problem's train split (dev2's pairs held out), as text
+  "$BIN/python" - "$OUT" <<'PY'
+import os, sys
+from t2t_keras.data.text_files import TextStats
+from t2t_keras.problems.translate_multi30k import multi30k_pairs
+
+pairs = list(multi30k_pairs("train", "en", "de", TextStats()))
+for side, language in enumerate(("en", "de")):
+    path = os.path.join(sys.argv[1], f"train.{language}")
+    with open(path + ".tmp", "w", encoding="utf-8") as out:
+        out.writelines(pair[side] + "\n" for pair in pairs)
+    os.replace(path + ".tmp", path)
+PY
   redo=()
   [ "$averaged_now" -eq 0 ] || redo=(--start_over)  # a new reverse model: the earlier sample is another's
   run "$BIN/t2t-keras-decoder" --output_dir="${REVERSE_TRAIN}_avg" --decode_from_file="$OUT/train.de" \
@@ -133,7 +145,7 @@ if [ "$BACK_TRANSLATE" -eq 1 ]; then
   data=problems/data/multi30k
   [ "${#redo[@]}" -eq 0 ] || rm -rf "$OUT/data_bt"  # made from the earlier sample
   datagen translate_text "$OUT/data_bt" --vocab_model="$DATA/$PROBLEM.spm.model" --source_language=en --target_language=de \
-      --train_source="$data/train.en.gz,$OUT/train.bt.en" --train_target="$data/train.de.gz,$OUT/train.de" \
+      --train_source="$OUT/train.en,$OUT/train.bt.en" --train_target="$OUT/train.de,$OUT/train.de" \
       --dev_source="$data/val.en.gz" --dev_target="$data/val.de.gz"
   train_problem=translate_text train_data=$OUT/data_bt
 fi

@@ -48,6 +48,8 @@ def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, prog
 def _generate_unlocked(problem, data_dir: str, tmp_dir: str, overwrite: bool, progress: bool,
                        vocabularies: Vocabularies | None, shuffle_buffer: int) -> dict:
     files.remove_incomplete(data_dir, problem.name)  # what a killed run left, even beside complete data
+    if not overwrite:
+        manifest.check_splits(problem, data_dir)  # an older version's splits: redone only when asked
     if not overwrite and manifest.is_complete(problem, data_dir):
         record = manifest.load(problem, data_dir)
         _check_same_recipe(problem, data_dir, record, vocabularies)

@@ -35,6 +35,7 @@ def load(problem, data_dir: str) -> dict:
     manifest = files.read_json(path, f"rerun t2t-keras-datagen --problem={problem.name} --data_dir={data_dir} --overwrite.")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise UsageError(f"{path}: written by another version of t2t-keras; rerun t2t-keras-datagen with --overwrite.")
+    _check_splits(problem, data_dir, manifest)
     vocabularies = {"vocab": problem.vocab_path(data_dir)}
     if not problem.shared_vocabulary:
         vocabularies["target_vocab"] = problem.vocab_path(data_dir, "target")
@@ -73,6 +74,22 @@ def shard_files(problem, data_dir: str, split: str) -> list[str]:
     if split not in manifest["splits"]:
         raise UsageError(f"{problem.name} has no split {split!r}; it has {', '.join(manifest['splits'])}.")
     return [os.path.join(data_dir, shard["name"]) for shard in manifest["splits"][split]["files"]]
+
+
+def check_splits(problem, data_dir: str) -> None:
+    """A UsageError if `data_dir` holds a manifest of `problem` with other splits than it has now
+    (data an older version of the problem wrote: regenerated only when asked)."""
+    path = problem.manifest_path(data_dir)
+    if files.isfile(path):
+        _check_splits(problem, data_dir, files.read_json(path, f"rerun t2t-keras-datagen --problem={problem.name} "
+                                                               f"--data_dir={data_dir} --overwrite."))
+
+
+def _check_splits(problem, data_dir: str, manifest: dict) -> None:
+    if sorted(manifest.get("splits", {})) != sorted(problem.splits):
+        raise UsageError(f"{problem.manifest_path(data_dir)} lists the splits {', '.join(manifest.get('splits', {}))}; "
+                         f"{problem.name} now has {', '.join(problem.splits)}: rerun t2t-keras-datagen "
+                         f"--problem={problem.name} --data_dir={data_dir} --overwrite.")
 
 
 def file_record(path: str, pairs: int) -> dict:

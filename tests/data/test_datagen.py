@@ -119,7 +119,7 @@ def test_sigkill_midway_then_rerun_gives_the_uninterrupted_files(tmp_path):
     subprocess.run([*command, f"--data_dir={killed_dir}"], check=True, capture_output=True)
     subprocess.run([*command, f"--data_dir={clean_dir}"], check=True, capture_output=True)
     names = _files(clean_dir)
-    assert names == _files(killed_dir) and len(names) == 7
+    assert names == _files(killed_dir) and len(names) == 8
     match, mismatch, errors = filecmp.cmpfiles(killed_dir, clean_dir, names, shallow=False)
     assert mismatch == [] and errors == []
 
@@ -288,3 +288,22 @@ def test_datagen_refuses_a_utf16_file_with_its_flags(tmp_path):
     assert_one_line_error(result, f"error: --train_source={tmp_path / 'train.en'} is UTF-16 (big-endian, with a byte-order mark), "
                           f"not UTF-8: convert it with iconv -f UTF-16 -t UTF-8 {tmp_path / 'train.en'} > {tmp_path / 'train.utf8.en'}")
     assert result.stdout.split() == ["2", "False"] and not (tmp_path / "data").exists()
+
+
+def test_data_of_other_splits_is_redone_only_when_asked(slice_tmp_dir, tmp_path):
+    """Data a problem wrote before it gained a split (Multi30k's dev2) is refused in one line
+    by the readers and by datagen, which regenerates it with --overwrite."""
+    data_dir = str(tmp_path / "data")
+    datagen.generate(SliceProblem(), data_dir, slice_tmp_dir, progress=False)
+
+    class WithDev2(SliceProblem):
+        num_shards = {"train": 2, "dev": 1, "dev2": 1}
+        files = {**SliceProblem.files, "dev2": ("dev.en", "dev.de")}
+
+    expected = (r"^.*translate_ende_slice\.manifest\.json lists the splits dev, train; translate_ende_slice now has "
+                r"train, dev, dev2: rerun t2t-keras-datagen --problem=translate_ende_slice --data_dir=.* --overwrite\.$")
+    for refused in (lambda: manifest.load(WithDev2(), data_dir), lambda: datagen.generate(WithDev2(), data_dir, slice_tmp_dir, progress=False)):
+        with pytest.raises(UsageError, match=expected):
+            refused()
+    record = datagen.generate(WithDev2(), data_dir, slice_tmp_dir, overwrite=True, progress=False)
+    assert record["splits"]["dev2"]["pairs"] == 100

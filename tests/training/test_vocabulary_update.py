@@ -19,7 +19,7 @@ from t2t_keras.errors import UsageError
 from t2t_keras.problems.translate_multi30k import MULTI30K_DIR
 from t2t_keras.training import trainer
 from tests.conftest import TRAINED_HPARAMS
-from tests.testing import seed_generators
+from tests.testing import seed_generators, write_corpus_slice
 
 KERNELS = {"loss_layout": "rows", "layer_norm": "graph", "bias_relu": "graph"}
 
@@ -34,7 +34,12 @@ def test_an_updated_vocabulary_starts_where_the_parent_is(trained_output_dir, tm
     text = _lines("train.en.gz", 6000) + _lines("train.de.gz", 6000)
     vocabulary = Vocabulary(train_sentencepiece(text, 3000))
     data_dir = str(tmp_path / "data")
-    problem = registry.problem("translate_ende_multi30k")
+    # a slice of the parent's data as the new data (the whole of Multi30k encoded again cost ~15 s)
+    text_dir = write_corpus_slice(tmp_path / "text", train_lines=2000, dev_lines=50)
+    problem = registry.problem("translate_text")
+    problem.configure(problem.settings_from_flags({
+        f"{split}_{side}": os.path.join(text_dir, f"{split}.{language}") for split in ("train", "dev")
+        for side, language in (("source", "en"), ("target", "de"))}))
     datagen.generate(problem, data_dir, None, progress=False, vocabularies=Vocabularies(vocabulary, vocabulary))
     parent_vocabulary = RunDir(trained_output_dir).vocabularies().source
     settings = trainer.RunSettings(output_dir=str(tmp_path / "child"), data_dir=data_dir, train_steps=1, save_checkpoints_steps=1,
