@@ -16,6 +16,7 @@ EXTRAS = {
     "serving": ("tensorflow_serving", "a SavedModel export's TF Serving warm-up requests (t2t-keras-exporter)"),
     "paper-bleu": ("sacremoses", "the paper's Moses-tokenised BLEU (t2t-keras-bleu --paper_tokenized)"),
     "ctranslate2": ("ctranslate2", "the CTranslate2 export (t2t-keras-exporter --format=ctranslate2)"),
+    "alignment": ("eflomal", "word alignments for guided alignment (t2t-keras-datagen --word_alignments)"),
 }
 
 

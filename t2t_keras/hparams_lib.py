@@ -101,6 +101,14 @@ class HParams:
         "twice with independent dropout and alpha x the symmetric KL divergence of the two predictions joins the "
         "loss; twice the compute of an update",
     )
+    guided_alignment_weight: float = _field(
+        0.0, TRAINING,
+        "not in the paper: guided alignment (Garg et al., 2019; OpenNMT-tf's guided_alignment_type=ce): this weight x "
+        "the cross-entropy between one cross-attention head's weights and the word alignments datagen stored "
+        "(--word_alignments) joins each target token's loss; the decoder's alignments then read that head")
+    guided_alignment_layer: int = _field(
+        -1, TRAINING, "guided alignment: the decoder layer whose cross-attention is taught (-1: the last, as OpenNMT-tf)")
+    guided_alignment_head: int = _field(0, TRAINING, "guided alignment: the head of that layer taught (the others stay free)")
     subword_sampling: float = _field(
         0.0, TRAINING,
         "not in the paper: each training pair is segmented anew every time it is read, by SentencePiece's "
@@ -138,7 +146,8 @@ class HParams:
         problems = []
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            if (isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0
+                    and field.name != "guided_alignment_layer"):
                 problems.append(f"{field.name}={value} must not be negative")
         for name in ("num_hidden_layers", "hidden_size", "filter_size", "num_heads", "max_position", "tokens_per_batch", "gradient_accumulation_steps"):
             if getattr(self, name) <= 0:
@@ -153,6 +162,12 @@ class HParams:
                      "relu_dropout", "label_smoothing", "subword_sampling"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 problems.append(f"{name}={getattr(self, name)} must be in [0, 1)")
+        if not -self.num_hidden_layers <= self.guided_alignment_layer < self.num_hidden_layers:
+            problems.append(f"guided_alignment_layer={self.guided_alignment_layer} names no layer of {self.num_hidden_layers}")
+        if self.guided_alignment_head >= self.num_heads:
+            problems.append(f"guided_alignment_head={self.guided_alignment_head} names no head of {self.num_heads}")
+        if self.guided_alignment_weight and self.subword_sampling:
+            problems.append("guided_alignment_weight needs the stored segmentation its alignments index; set subword_sampling=0")
         if self.max_length > self.tokens_per_batch:
             problems.append(f"max_length={self.max_length} exceeds tokens_per_batch={self.tokens_per_batch}: such a pair fits no batch")
         if problems:
@@ -286,6 +301,10 @@ class DecodeHParams:
         -1, DECODING,
         "word alignments (alignments=True, --alignment_file) read this decoder layer's cross-attention, all heads' "
         "mean (-1: the last; benchmarks/alignment_heads.py measures which layer aligns a model's words best)")
+    alignment_head: int = _field(
+        -1, DECODING,
+        "word alignments read this head of alignment_layer (-1: all heads' mean); a run trained with guided alignment "
+        "defaults to the layer and head it taught")
     kernel_choices: str = _field(
         "", DECODING,
         "the decode step's kernel alternatives forced, 'step_product=nn|nt|tn;beam_candidates=native|graph;"
@@ -332,6 +351,7 @@ _DECODE_RULES = (
     ("sampling_temperature", lambda v: v > 0, "> 0"),
     ("max_input_tokens", lambda v: v == 0 or v >= 2, "0 (no limit) or >= 2"),
     ("reverse_weight", lambda v: v >= 0, ">= 0"),
+    ("alignment_head", lambda v: v >= -1, ">= -1 (-1 = all heads' mean)"),
     ("shortlist", lambda v: 0 <= v <= SHORTLIST_MAX_PER_SOURCE, f"0 to {SHORTLIST_MAX_PER_SOURCE}"),
     ("shortlist_frequent", lambda v: 0 <= v <= SHORTLIST_MAX_FREQUENT, f"0 to {SHORTLIST_MAX_FREQUENT}"),
 )

@@ -211,8 +211,16 @@ class Problem(abc.ABC):
         source = Vocabulary.load(self.vocab_path(data_dir))
         return Vocabularies(source, source if self.shared_vocabulary else Vocabulary.load(self.vocab_path(data_dir, "target")))
 
+    def check_alignments(self, data_dir: str) -> None:
+        """A one-line UsageError unless datagen stored word alignments in `data_dir`."""
+        from t2t_keras.data import manifest
+
+        if not manifest.load(self, data_dir).get("word_alignments"):
+            raise UsageError(f"--data_dir={data_dir} holds no word alignments, which guided alignment learns from: "
+                             f"rerun t2t-keras-datagen --problem={self.name} with --word_alignments into another --data_dir.")
+
     def dataset(self, split: str, data_dir: str, tokens_per_batch: int, training: bool, max_length: int = 0,
-                input_context=None, seed: int | None = None, subword_sampling: float = 0.0):
+                input_context=None, seed: int | None = None, subword_sampling: float = 0.0, alignments: bool = False):
         """Batches {"inputs": [B, S], "targets": [B, T]} int32 (0-padded, EOS-terminated).
 
         Args:
@@ -226,15 +234,19 @@ class Problem(abc.ABC):
           seed: shuffle seed.
           subword_sampling: in training, each pair's text segmented anew at every read by the
             vocabularies' sampling with this alpha (the `subword_sampling` hparam); 0: as written.
+          alignments: batches also hold "alignment", each pair's piece links (guided alignment;
+            data written by datagen --word_alignments).
         """
         from t2t_keras.data import manifest, pipeline
 
         files = manifest.shard_files(self, data_dir, split)
+        if alignments:
+            self.check_alignments(data_dir)
         resegmenters = None
         if training and subword_sampling:
             resegmenters = tuple(vocabulary.sampled_resegmenter(subword_sampling)
                                  for vocabulary in self.load_vocabularies(data_dir))
         return pipeline.batched_dataset(
             files, tokens_per_batch, training=training, max_length=max_length, input_context=input_context, seed=seed,
-            resegmenters=resegmenters,
+            resegmenters=resegmenters, alignments=alignments,
         )

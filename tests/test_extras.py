@@ -47,8 +47,14 @@ def _use_ctranslate2(tmp_path):
     ctranslate2_export.model_spec(model=None, vocabularies=None)
 
 
+def _use_alignment(tmp_path):
+    from t2t_keras.data import word_alignments
+
+    word_alignments.word_links([("A dog.", "Ein Hund.")])
+
+
 FEATURES = {"parsing": _use_parsing, "plots": _use_plots, "serving": _use_serving, "paper-bleu": _use_paper_bleu,
-            "ctranslate2": _use_ctranslate2}
+            "ctranslate2": _use_ctranslate2, "alignment": _use_alignment}
 
 
 def test_each_extra_of_pyproject_installs_the_module_of_its_feature():

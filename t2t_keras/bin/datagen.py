@@ -5,6 +5,7 @@
     t2t-keras-datagen --problem=translate_text --data_dir=~/my_data \
         --train_source=corpus/*.en.gz --train_target=corpus/*.de.gz --dev_source=dev.en --dev_target=dev.de
     t2t-keras-datagen ... --vocab_model=~/t2t_train/parent   # the vocabulary of a trained run, for fine-tuning
+    t2t-keras-datagen ... --word_alignments   # each pair's word alignments too, for guided alignment
     t2t-keras-datagen --problem=translate_text ... --train_source=a.en,a.de --train_target=a.de,a.en \
         --train_lang_pairs=en-de,de-en --dev_source=d.en,d.de --dev_target=d.de,d.en --dev_lang_pairs=en-de,de-en
 """
@@ -35,6 +36,10 @@ def define_flags() -> None:
         "Use this SentencePiece model instead of training one: a .model file (shared), source.model,target.model, "
         "or a t2t-keras run dir (its vocabulary: what --warm_start_from needs). Its ids must be pad 0, eos 1, unk 2.",
     )
+    flags.DEFINE_bool(
+        "word_alignments", False,
+        "Also store each pair's word alignments (eflomal over all splits, both directions' intersection, as links "
+        "between pieces) for guided alignment (--hparams=guided_alignment_weight=...); needs the alignment extra.")
     flags.DEFINE_integer(
         "shuffle_buffer", 1_000_000,
         "Pairs held in memory while writing each split in a random order (larger splits go through temporary files).",
@@ -82,7 +87,7 @@ def main(argv) -> int:
 
     tmp_dir = os.path.expanduser(FLAGS.tmp_dir) if FLAGS.tmp_dir else None
     record = datagen.generate(problem, os.path.expanduser(FLAGS.data_dir), tmp_dir, FLAGS.overwrite, FLAGS.progress,
-                              vocabularies, FLAGS.shuffle_buffer)
+                              vocabularies, FLAGS.shuffle_buffer, FLAGS.word_alignments)
     print(datagen.format_summary(record))
     return 0
 

@@ -19,6 +19,7 @@ import tqdm
 
 from t2t_keras import files, locks
 from t2t_keras.data import manifest, tfrecords
+from t2t_keras.data import word_alignments as word_alignments_lib
 from t2t_keras.data.text_files import TextStats
 from t2t_keras.data.tokenizers import Vocabularies, Vocabulary, train_sentencepiece
 from t2t_keras.errors import UsageError
@@ -30,33 +31,37 @@ SPILL_FILES = 64  # a split larger than the buffer is dealt into this many tempo
 
 
 def generate(problem, data_dir: str, tmp_dir: str, overwrite: bool = False, progress: bool = True,
-             vocabularies: Vocabularies | None = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER) -> dict:
+             vocabularies: Vocabularies | None = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+             word_alignments: bool = False) -> dict:
     """Writes the problem's vocabularies and shards into `data_dir`; returns the manifest.
 
     `vocabularies` (see `tokenizers.given_vocabularies`) are used as they are instead of training new
     ones. Each split's pairs are written in a seeded random order (`shuffle_pairs`, holding
     at most `shuffle_buffer` pairs in memory), so corpora concatenated in a file are mixed.
+    With `word_alignments`, each pair also holds its piece links (`data.word_alignments`: eflomal
+    over all splits' pairs at once, before anything is written), for guided alignment.
     A complete data_dir made the same way is reused (returned with "reused": True) unless
     `overwrite`; one made another way is a UsageError. A failure while writing removes every
     file this call added (Ctrl-C keeps the finished ones, for a rerun to continue).
     """
     files.ensure_writable_dir(data_dir, "--data_dir")
     with locks.holding(os.path.join(data_dir, locks.LOCK_FILE), "--data_dir", data_dir):  # one datagen at a time
-        return _generate_unlocked(problem, data_dir, tmp_dir, overwrite, progress, vocabularies, shuffle_buffer)
+        return _generate_unlocked(problem, data_dir, tmp_dir, overwrite, progress, vocabularies, shuffle_buffer,
+                                  word_alignments)
 
 
 def _generate_unlocked(problem, data_dir: str, tmp_dir: str, overwrite: bool, progress: bool,
-                       vocabularies: Vocabularies | None, shuffle_buffer: int) -> dict:
+                       vocabularies: Vocabularies | None, shuffle_buffer: int, word_alignments: bool) -> dict:
     files.remove_incomplete(data_dir, problem.name)  # what a killed run left, even beside complete data
     if not overwrite:
         manifest.check_splits(problem, data_dir)  # an older version's splits: redone only when asked
     if not overwrite and manifest.is_complete(problem, data_dir):
         record = manifest.load(problem, data_dir)
-        _check_same_recipe(problem, data_dir, record, vocabularies)
+        _check_same_recipe(problem, data_dir, record, vocabularies, word_alignments)
         return {**record, "reused": True}
     before = set(files.listdir(data_dir)) | {locks.LOCK_FILE}
     try:
-        return _generate(problem, data_dir, tmp_dir, overwrite, progress, vocabularies, shuffle_buffer)
+        return _generate(problem, data_dir, tmp_dir, overwrite, progress, vocabularies, shuffle_buffer, word_alignments)
     except Exception:  # a failure found while writing (a bad line, a truncated file): the data_dir as it was
         for name in set(files.listdir(data_dir)) - before:
             files.remove(os.path.join(data_dir, name))
@@ -64,8 +69,9 @@ def _generate_unlocked(problem, data_dir: str, tmp_dir: str, overwrite: bool, pr
 
 
 def _generate(problem, data_dir: str, tmp_dir: str, overwrite: bool, progress: bool, vocabularies: Vocabularies | None,
-              shuffle_buffer: int) -> dict:
+              shuffle_buffer: int, word_alignments: bool) -> dict:
     given = vocabularies is not None
+    links = _word_links(problem, tmp_dir) if word_alignments else {}  # first: a missing extra stops before any write
     if given:
         _check_given_vocabularies(problem, vocabularies)
         source = _write_vocabulary(vocabularies.source, problem.vocab_path(data_dir))
@@ -81,8 +87,11 @@ def _generate(problem, data_dir: str, tmp_dir: str, overwrite: bool, progress: b
         record["target_vocab"] = _vocab_record(target)
     if problem.settings:
         record["settings"] = problem.settings
+    if word_alignments:
+        record["word_alignments"] = word_alignments_lib.METHOD
     for split in problem.splits:
-        record["splits"][split] = _write_split(problem, split, vocabularies, data_dir, tmp_dir, progress, shuffle_buffer)
+        record["splits"][split] = _write_split(problem, split, vocabularies, data_dir, tmp_dir, progress, shuffle_buffer,
+                                               links.get(split))
     record["eval_files"] = [os.path.basename(path) for path in problem.write_eval_files(data_dir, tmp_dir)]
     manifest.write(problem, data_dir, record)
     return manifest.load(problem, data_dir)
@@ -103,9 +112,22 @@ def _write_vocabulary(vocabulary: Vocabulary, path: str) -> Vocabulary:
     return Vocabulary(vocabulary.model_proto, path)
 
 
-def _check_same_recipe(problem, data_dir: str, record: dict, vocabularies: Vocabularies | None) -> None:
-    """A complete data_dir is reused only if made from the same settings and vocabularies."""
+def _word_links(problem, tmp_dir: str) -> dict[str, list]:
+    """Each split's word links, pair by pair (its non-blank pairs, as `_write_split` reads them):
+    one eflomal run over all splits' pairs together, so that the small ones align as well as train."""
+    pairs = {split: [pair for pair in problem.text_pairs(split, tmp_dir, TextStats()) if pair[0].strip() and pair[1].strip()]
+             for split in problem.splits}
+    links = iter(word_alignments_lib.word_links([pair for split in problem.splits for pair in pairs[split]]))
+    return {split: [next(links) for _ in pairs[split]] for split in problem.splits}
+
+
+def _check_same_recipe(problem, data_dir: str, record: dict, vocabularies: Vocabularies | None,
+                       word_alignments: bool = False) -> None:
+    """A complete data_dir is reused only if made from the same settings and vocabularies (and
+    with word alignments if they are asked for)."""
     redo = f"use --overwrite to regenerate it, or another --data_dir"
+    if word_alignments and not record.get("word_alignments"):
+        raise UsageError(f"--data_dir={data_dir} holds {problem.name} data without word alignments; {redo}.")
     if record.get("settings", {}) != problem.settings:
         changed = sorted(key for key in {*record.get("settings", {}), *problem.settings}
                          if record.get("settings", {}).get(key) != problem.settings.get(key))
@@ -136,7 +158,7 @@ def _vocab_record(vocabulary: Vocabulary) -> dict:
 
 
 def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str, tmp_dir: str, progress: bool,
-                 shuffle_buffer: int) -> dict:
+                 shuffle_buffer: int, links: list | None = None) -> dict:
     paths = tfrecords.shard_names(problem.shard_prefix(data_dir, split), problem.num_shards[split])
     stats = TextStats()
     dropped = collections.Counter()
@@ -147,6 +169,7 @@ def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str,
     )
 
     def examples():
+        pair_links = iter(links) if links is not None else None
         for source, target in problem.text_pairs(split, tmp_dir, stats):
             bar.update(1)
             if not source.strip() or not target.strip():
@@ -156,7 +179,11 @@ def _write_split(problem, split: str, vocabularies: Vocabularies, data_dir: str,
             targets = vocabularies.target.encode(target, add_eos=True)
             source_lengths.append(len(inputs))
             target_lengths.append(len(targets))
-            yield tfrecords.serialize_example(inputs, targets)
+            alignment = None
+            if pair_links is not None:  # over the pieces without EOS
+                alignment = word_alignments_lib.piece_links(next(pair_links), vocabularies.source.pieces(inputs[:-1]),
+                                                            vocabularies.target.pieces(targets[:-1]))
+            yield tfrecords.serialize_example(inputs, targets, alignment)
 
     rng = np.random.default_rng([problem.data_seed, zlib.crc32(split.encode())])
     spill_prefix = problem.shard_prefix(data_dir, split) + ".shuffle"

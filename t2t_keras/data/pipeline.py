@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_keras.data.tfrecords import parse_examples
+from t2t_keras.data.tfrecords import ALIGNMENT, parse_examples
 
 SHUFFLE_BUFFER = 10_000
 PARSE_BLOCK = 512
@@ -34,8 +34,9 @@ def pair_length(example) -> tf.Tensor:
 
 
 def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: int = 0, input_context=None, seed=None,
-                    resegmenters=None):
-    """Token-budget batches {"inputs": [B, S], "targets": [B, T]} (int32, 0-padded) from `files`.
+                    resegmenters=None, alignments: bool = False):
+    """Token-budget batches {"inputs": [B, S], "targets": [B, T]} (int32, 0-padded) from `files`;
+    with `alignments`, also "alignment" [B, 2L] (each pair's piece links, 0-padded: tfrecords.ALIGNMENT).
 
     Training reads shards interleaved and shuffled, drops pairs longer than `max_length`
     (default: the budget) and repeats forever. Otherwise one pass in file order (the
@@ -62,7 +63,7 @@ def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: in
     if shard_records:
         records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     keep_up_to = max_length if training else None
-    examples = records.batch(PARSE_BLOCK).flat_map(lambda block: _parse_block(block, keep_up_to, resegmenters))
+    examples = records.batch(PARSE_BLOCK).flat_map(lambda block: _parse_block(block, keep_up_to, resegmenters, alignments))
     examples = examples.map(_dense_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training or seed is not None)
     if training:
         examples = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
@@ -74,19 +75,19 @@ def batched_dataset(files, tokens_per_batch: int, training: bool, max_length: in
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
-def _parse_block(serialized, keep_up_to, resegmenters):
+def _parse_block(serialized, keep_up_to, resegmenters, alignments=False):
     """A block of serialized Examples -> a dataset of its pairs (segmented anew by `resegmenters`
-    if given), dropping those over `keep_up_to`.
+    if given; with their piece links if `alignments`), dropping those over `keep_up_to`.
 
     Parsing and filtering a block at once costs a fraction of doing it per record.
     """
-    inputs, targets = parse_examples(serialized)
+    parsed = dict(zip(("inputs", "targets", ALIGNMENT), parse_examples(serialized, alignments)))
     if resegmenters is not None:
-        inputs, targets = resegmenters[0](inputs), resegmenters[1](targets)
+        parsed["inputs"], parsed["targets"] = resegmenters[0](parsed["inputs"]), resegmenters[1](parsed["targets"])
     if keep_up_to is not None:
-        keep = tf.maximum(inputs.row_lengths(), targets.row_lengths()) <= keep_up_to
-        inputs, targets = tf.ragged.boolean_mask(inputs, keep), tf.ragged.boolean_mask(targets, keep)
-    return tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": targets})
+        keep = tf.maximum(parsed["inputs"].row_lengths(), parsed["targets"].row_lengths()) <= keep_up_to
+        parsed = {name: tf.ragged.boolean_mask(value, keep) for name, value in parsed.items()}
+    return tf.data.Dataset.from_tensor_slices(parsed)
 
 
 def _dense_example(example):

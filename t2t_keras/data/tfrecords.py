@@ -1,4 +1,5 @@
-"""TFRecord shards of tf.train.Example {inputs, targets: int64 lists}, written atomically."""
+"""TFRecord shards of tf.train.Example {inputs, targets: int64 lists; with word alignments,
+alignment: (source piece + 1, target piece + 1) after another}, written atomically."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from t2t_keras import files
 from t2t_keras.errors import UsageError
 
 FEATURES = ("inputs", "targets")
+ALIGNMENT = "alignment"  # the piece links of guided alignment (data/word_alignments.py), 0 = none
 
 
 def shard_names(prefix: str, num_shards: int) -> list[str]:
@@ -18,15 +20,14 @@ def shard_names(prefix: str, num_shards: int) -> list[str]:
     return [f"{prefix}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
 
 
-def serialize_example(inputs: Sequence[int], targets: Sequence[int]) -> bytes:
-    example = tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
-                "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
-            }
-        )
-    )
+def serialize_example(inputs: Sequence[int], targets: Sequence[int], alignment: Sequence[int] | None = None) -> bytes:
+    feature = {
+        "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
+        "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
+    }
+    if alignment is not None:
+        feature[ALIGNMENT] = tf.train.Feature(int64_list=tf.train.Int64List(value=alignment))
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
     return example.SerializeToString(deterministic=True)  # map order would vary per process
 
 
@@ -56,11 +57,12 @@ def read_records(path: str) -> Iterator[bytes]:
         yield from block.numpy().tolist()
 
 
-def parse_examples(serialized):
-    """(inputs, targets): int32 RaggedTensors [N, None] from a vector of serialized Examples."""
-    spec = {name: tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int32) for name in FEATURES}
+def parse_examples(serialized, alignment: bool = False):
+    """(inputs, targets[, alignment]): int32 RaggedTensors [N, None] from a vector of serialized Examples."""
+    names = (*FEATURES, ALIGNMENT) if alignment else FEATURES
+    spec = {name: tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int32) for name in names}
     parsed = tf.io.parse_example(serialized, spec)
-    return tuple(tf.cast(parsed[name], tf.int32) for name in FEATURES)
+    return tuple(tf.cast(parsed[name], tf.int32) for name in names)
 
 
 def count_and_check(paths: Sequence[str]) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-WORD_START = "\u2581"
+from t2t_keras.data.word_alignments import word_of_pieces
 CANDIDATE_SHIFTS = (0, 1)
 SHIFT = 0  # the query that predicts a piece: on the demo model far better than the next step's (AER 0.28 against 0.88)
 
@@ -29,13 +29,6 @@ def candidate_heads(layers: int, heads: int):
         yield layer, ()
         for head in range(heads):
             yield layer, (head,)
-
-
-def word_of_pieces(pieces: list[str]) -> np.ndarray:
-    """Each piece's whitespace word (0-based): a piece starting with the word-start mark begins
-    the next word; the first piece is word 0 whatever it starts with."""
-    starts = np.array([i > 0 and piece.startswith(WORD_START) for i, piece in enumerate(pieces)], np.int64)
-    return np.cumsum(starts)
 
 
 def links_of(attention: np.ndarray, source_words: np.ndarray, target_words: np.ndarray) -> set:

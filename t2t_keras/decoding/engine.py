@@ -27,7 +27,8 @@ from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams
 
 # Settings the graphs of a SearchModule do not fix: a call may change them without another module.
-CALL_SETTINGS = ("sentences_per_batch", "batch_tokens", "reverse_weight", "alignment_layer", "markup", "target_language")
+CALL_SETTINGS = ("sentences_per_batch", "batch_tokens", "reverse_weight", "alignment_layer", "alignment_head", "markup",
+                 "target_language")
 
 
 class DecodingEngine:
@@ -139,7 +140,8 @@ class DecodingEngine:
             self._attention[key] = CrossAttention(getattr(model, "models", [model])[0], settings.alignment_layer)  # an Ensemble's first
         attention = self._attention[key]
         links = iter(attention_links(attention.model, self.vocabularies, [s for s, _ in pairs], [t for _, t in pairs],
-                                     settings.alignment_layer, batch_size=settings.sentences_per_batch, attention=attention))
+                                     settings.alignment_layer, heads=() if settings.alignment_head < 0 else (settings.alignment_head,),
+                                     batch_size=settings.sentences_per_batch, attention=attention))
         return [[h._replace(alignment=tuple(sorted(((source - skip, target) for source, target in next(links) if source >= skip),
                                                    key=lambda link: (link[1], link[0])))) for h in hypotheses]
                 for hypotheses, skip in zip(outputs, tokens)]

@@ -52,7 +52,8 @@ class TrainedRun:
         run_dir.hparams()  # a one-line error for a directory the trainer did not write
         self.run_dir = run_dir
         self.problem = run_dir.problem()
-        run_defaults = run_dir.run_info().get("decode_defaults")  # the alpha the trainer chose on the dev set
+        run_defaults = {**guided_alignment_defaults(run_dir.hparams()),
+                        **run_dir.run_info().get("decode_defaults", {})}  # the alpha the trainer chose on the dev set
         if isinstance(decode_hparams, dict):
             decode_hparams = replace_fields(self.problem.decode_settings(run_defaults=run_defaults), decode_hparams,
                                             source)
@@ -152,3 +153,10 @@ class TrainedRun:
     def token_filter(self):
         """The problem's constraints on the outputs (parsing's tree filter), or None."""
         return self.problem.token_filter(self.vocabularies)
+
+
+def guided_alignment_defaults(hparams) -> dict:
+    """A run trained with guided alignment reads its alignments from the head it taught."""
+    if not hparams.guided_alignment_weight:
+        return {}
+    return {"alignment_layer": hparams.guided_alignment_layer, "alignment_head": hparams.guided_alignment_head}

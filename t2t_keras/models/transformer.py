@@ -327,7 +327,7 @@ class Transformer(keras.Model):
 
     def decode(self, targets, encoded: Encoded, training=None):
         """Teacher-forced logits [B, T, V] (float32) for target ids [B, T]."""
-        return self._logits(self._decoder_states(targets, encoded, training), training)
+        return self._logits(self._decoder_states(targets, encoded, training)[0], training)
 
     def token_losses(self, features, label_smoothing: float, training=None, rdrop_alpha: float = 0.0):
         """Label-smoothed cross-entropy [B, T] (float32) of each teacher-forced target token:
@@ -337,16 +337,31 @@ class Transformer(keras.Model):
         (R-Drop), `features` hold every sentence twice (rows b and b + B, run under independent
         dropout) and each token adds alpha / 2 times its divergence from its twin."""
         targets = features["targets"]
-        states = self._decoder_states(targets, self.encode(features["inputs"], training=training), training)
-        return self.softmax_projection.token_losses(states, targets, label_smoothing, rdrop_alpha)
+        hp = self.hparams
+        guided = bool(hp.guided_alignment_weight) and "alignment" in features
+        taught = hp.guided_alignment_layer % hp.num_hidden_layers if guided else None
+        states, weights = self._decoder_states(targets, self.encode(features["inputs"], training=training), training,
+                                               taught)
+        losses = self.softmax_projection.token_losses(states, targets, label_smoothing, rdrop_alpha)
+        if guided:
+            losses += hp.guided_alignment_weight * guided_alignment_losses(
+                weights[:, hp.guided_alignment_head], features["alignment"])
+        return losses
 
-    def _decoder_states(self, targets, encoded: Encoded, training):
-        """The decoder stack's normalised outputs [B, T, d_model], the input of the softmax."""
+    def _decoder_states(self, targets, encoded: Encoded, training, weights_of: int | None = None):
+        """The decoder stack's normalised outputs [B, T, d_model], the input of the softmax, and
+        layer `weights_of`'s cross-attention weights [B, h, T, S] (None if not asked)."""
         x, _ = self._embed_targets(shift_right(targets), 0, training=training)
         causal = masks.causal_mask(ops.shape(targets)[1])
-        for block in self.decoder_blocks:
-            x = block(x, encoded.outputs, self_attention_mask=causal, memory_mask=encoded.mask, training=training)
-        return _end_of_stack(self.decoder_norm, x)
+        weights = None
+        for layer, block in enumerate(self.decoder_blocks):
+            if layer == weights_of:
+                x, attention = block(x, encoded.outputs, self_attention_mask=causal, memory_mask=encoded.mask,
+                                     training=training, return_attention_scores=True)
+                weights = attention["encoder_decoder"]
+            else:
+                x = block(x, encoded.outputs, self_attention_mask=causal, memory_mask=encoded.mask, training=training)
+        return _end_of_stack(self.decoder_norm, x), weights
 
     def attention_weights(self, inputs, targets) -> dict:
         """Attention weights of a teacher-forced pass (the paper's Figures 3-5).
@@ -442,6 +457,23 @@ class Transformer(keras.Model):
             structure_tokens=self.structure_tokens,
         )
         return config
+
+
+def guided_alignment_losses(weights, links):
+    """Each target token's guided-alignment loss [B, T] (Garg et al., 2019): the cross-entropy
+    from its aligned source pieces (uniform over them) to one head's attention `weights`
+    [B, T, S]; 0 for a token with no link. `links` [B, 2L]: (source + 1, target + 1) pairs,
+    0-padded (tfrecords.ALIGNMENT)."""
+    pairs = tf.reshape(links, [tf.shape(links)[0], -1, 2])
+    real = pairs[:, :, 0] > 0
+    rows = tf.broadcast_to(tf.range(tf.shape(links)[0])[:, None], tf.shape(real))
+    indices = tf.stack([tf.boolean_mask(rows, real), tf.boolean_mask(pairs[:, :, 1], real) - 1,
+                        tf.boolean_mask(pairs[:, :, 0], real) - 1], axis=1)
+    shape = tf.shape(weights)
+    aligned = tf.scatter_nd(indices, tf.ones([tf.shape(indices)[0]], tf.float32), shape)
+    aligned = tf.minimum(aligned, 1.0)  # a link stored twice counts once
+    aligned /= tf.maximum(tf.reduce_sum(aligned, axis=-1, keepdims=True), 1.0)
+    return -tf.reduce_sum(aligned * tf.math.log(tf.cast(weights, tf.float32) + 1e-9), axis=-1)
 
 
 def _targets_of(x, y, sample_weight):

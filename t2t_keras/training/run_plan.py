@@ -110,6 +110,8 @@ class RunPlan:
         run_dir = RunDir.for_writing(settings.output_dir) if chief else RunDir(settings.output_dir)
         problem.configure_from_data_dir(settings.data_dir)  # a UsageError if datagen did not run
         vocabularies = problem.load_vocabularies(settings.data_dir)
+        if hparams.guided_alignment_weight:
+            problem.check_alignments(settings.data_dir)
         if not vocabularies.shared and hparams.shared_embedding_and_softmax_weights:
             raise UsageError(
                 f"{problem.name} has separate source and target vocabularies: use an hparams set for it, or add "

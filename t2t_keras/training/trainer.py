@@ -101,6 +101,7 @@ def _train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distri
         lambda context: problem.dataset(
             "train", settings.data_dir, hparams.tokens_per_batch, training=True, max_length=hparams.max_length,
             input_context=context, seed=settings.seed, subword_sampling=hparams.subword_sampling,
+            alignments=bool(hparams.guided_alignment_weight),
         ).skip(skip)
     )
     score_sentences = settings.eval_sentences if chief else 0
