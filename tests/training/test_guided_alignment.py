@@ -98,3 +98,20 @@ def test_batches_carry_the_links_and_the_loss_follows_them(aligned_data, tmp_pat
     datagen.generate(problem, str(plain_data), None, progress=False)
     with pytest.raises(UsageError, match=r"holds no word alignments.*--word_alignments"):
         problem.dataset("train", str(plain_data), 512, training=True, alignments=True)
+
+
+def test_a_guided_run_aligns_with_the_head_it_taught(trained_output_dir, tmp_path):
+    """Its decode settings' alignment_layer and alignment_head are the taught ones, unless given."""
+    import json
+    import shutil
+
+    from t2t_keras.decoding.trained_run import TrainedRun
+
+    run = shutil.copytree(trained_output_dir, tmp_path / "guided")
+    hparams = json.loads((run / "hparams.json").read_text())
+    (run / "hparams.json").write_text(json.dumps({**hparams, "guided_alignment_weight": 0.5, "guided_alignment_layer": 0,
+                                                  "guided_alignment_head": 1}))
+    settings = TrainedRun.resolve(str(run)).decode_hparams
+    assert (settings.alignment_layer, settings.alignment_head) == (0, 1)
+    assert TrainedRun.resolve(str(run), "alignment_head=-1").decode_hparams.alignment_head == -1
+    assert TrainedRun.resolve(trained_output_dir).decode_hparams.alignment_head == -1
