@@ -158,7 +158,7 @@ def test_bad_input_is_one_line(trained_output_dir, tmp_path):
         ([f"--output_dir={empty}", f"--decode_from_file={source}"], "error: " + str(empty / "hparams.json") + " is missing"),
         ([f"--output_dir={tmp_path / 'no_ckpt'}", f"--decode_from_file={source}"], f"error: --output_dir={tmp_path / 'no_ckpt'} has no checkpoint yet; train first"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=beam_sise=2"],
-         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, min_length, sentences_per_batch, batch_tokens, parallel_parts, constrained, max_input_tokens, sampling_top_k, sampling_temperature, seed, precision, int8_logits, shortlist, shortlist_frequent, exact_search, markup, alignment_layer, kernel_choices, reverse_weight."),
+         "error: --decode_hparams: unknown setting 'beam_sise'; did you mean 'beam_size'? valid: beam_size, alpha, extra_length, min_length, sentences_per_batch, batch_tokens, parallel_parts, constrained, max_input_tokens, sampling_top_k, sampling_temperature, seed, precision, int8_logits, shortlist, shortlist_frequent, exact_search, target_language, markup, alignment_layer, alignment_head, kernel_choices, reverse_weight."),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--decode_hparams=return_beams=true"],
          "error: --decode_hparams: unknown setting 'return_beams'; replaced by the decoder's --n_best=N flag"),
         ([f"--output_dir={trained_output_dir}", f"--decode_from_file={source}", "--n_best=9"], "error: --n_best=9: choose 1 to beam_size (4)."),
