@@ -21,6 +21,7 @@ ALPHAS=${ALPHAS:-"1.0 1.4 2.0"}
 PROBLEM=translate_ende_multi30k
 mkdir -p "$OUT"
 step() { printf '\n=== %s\n' "$*"; }
+source examples/decode_bleu.sh
 
 step "datagen $PROBLEM, and its dev (val) and dev2 as text"
 "$BIN/t2t-keras-datagen" --problem=$PROBLEM --data_dir="$OUT/data" --noprogress
@@ -47,13 +48,7 @@ for seed in $SEEDS; do
         --seed="$seed" --log_steps=500
     for split in dev dev2; do
       for alpha in $ALPHAS; do
-        hyp=$run.$split.alpha$alpha.de
-        if [ ! -f "$hyp.bleu" ]; then
-          "$BIN/t2t-keras-decoder" --output_dir="$run" --decode_from_file="$OUT/$split.en" --decode_to_file="$hyp" \
-              --decode_hparams="beam_size=4,alpha=$alpha" --noprogress
-          "$BIN/t2t-keras-bleu" --translation="$hyp" --reference="$OUT/$split.de" | sed -nE 's/^BLEU = ([0-9.]+).*/\1/p' > "$hyp.bleu.tmp"
-          mv "$hyp.bleu.tmp" "$hyp.bleu"
-        fi
+        decode_bleu "$run" "$OUT/$split.en" "$OUT/$split.de" "$run.$split.alpha$alpha.de" "beam_size=4,alpha=$alpha"
       done
     done
   done

@@ -21,6 +21,7 @@ WEIGHTS=${WEIGHTS:-0.5}
 PROBLEM=translate_ende_multi30k
 mkdir -p "$OUT"
 step() { printf '\n=== %s\n' "$*"; }
+source examples/decode_bleu.sh
 [ -f "$BASELINE/run.json" ] || { echo "error: BASELINE=$BASELINE is not a trained run: run examples/demo_seeds.sh first." >&2; exit 2; }
 
 step "datagen $PROBLEM with word alignments (eflomal over all splits)"
@@ -46,13 +47,7 @@ EOF
 # evaluate RUN: BLEU on dev and dev2, then the alignment scores of every layer, head and shift.
 evaluate() {
   for split in dev dev2; do
-    local hyp=$1.$split.alpha2.0.de
-    if [ ! -f "$hyp.bleu" ]; then
-      "$BIN/t2t-keras-decoder" --output_dir="$1" --decode_from_file="$SEEDS_DIR/$split.en" --decode_to_file="$hyp" \
-          --decode_hparams="beam_size=4,alpha=2.0" --noprogress
-      "$BIN/t2t-keras-bleu" --translation="$hyp" --reference="$SEEDS_DIR/$split.de" | sed -nE 's/^BLEU = ([0-9.]+).*/\1/p' > "$hyp.bleu.tmp"
-      mv "$hyp.bleu.tmp" "$hyp.bleu"
-    fi
+    decode_bleu "$1" "$SEEDS_DIR/$split.en" "$SEEDS_DIR/$split.de" "$1.$split.alpha2.0.de" "beam_size=4,alpha=2.0"
   done
   [ -f "$1.alignment.jsonl" ] || { "$BIN/python" benchmarks/alignment_heads.py --output_dir="$1" --sure="$OUT/val.sure" \
       --possible="$OUT/val.possible" > "$1.alignment.jsonl.tmp" && mv "$1.alignment.jsonl.tmp" "$1.alignment.jsonl"; }

@@ -22,6 +22,7 @@ DECODE=${DECODE:-beam_size=4,alpha=2.0}  # the demo's decode
 PRECISION=${PRECISION:-$("$BIN/python" -c 'from t2t_keras.system import bfloat16_units; print("mixed_bfloat16" if bfloat16_units() else "float32")' 2>/dev/null)}
 mkdir -p "$OUT"
 step() { printf '\n=== %s\n' "$*"; }
+source examples/decode_bleu.sh
 
 for language in en de; do
   [ -f "$OUT/val.$language" ] || { gzip -dc "problems/data/multi30k/val.$language.gz" > "$OUT/val.$language.tmp" && mv "$OUT/val.$language.tmp" "$OUT/val.$language"; }
@@ -39,16 +40,8 @@ train() {
       --hparams="mixed_precision=$PRECISION" --train_steps="$3" --save_checkpoints_steps=500 --eval_sentences=100 \
       --seed="$4" --log_steps=250
 }
-# decode RUN SOURCE TARGET [FLAG...]: val.SOURCE -> RUN.val.TARGET and its BLEU in RUN.bleu.TARGET.
-decode() {
-  local run=$1 hyp=$1.val.$3
-  if [ ! -f "$1.bleu.$3" ]; then
-    "$BIN/t2t-keras-decoder" --output_dir="$run" --decode_from_file="$OUT/val.$2" --decode_to_file="$hyp" \
-        --decode_hparams="$DECODE" --noprogress "${@:4}"
-    "$BIN/t2t-keras-bleu" --translation="$hyp" --reference="$OUT/val.$3" | sed -nE 's/^BLEU = ([0-9.]+).*/\1/p' > "$1.bleu.$3.tmp"
-    mv "$1.bleu.$3.tmp" "$1.bleu.$3"
-  fi
-}
+# decode RUN SOURCE TARGET [FLAG...]: val.SOURCE -> RUN.val.TARGET and its BLEU in RUN.val.TARGET.bleu.
+decode() { decode_bleu "$1" "$OUT/val.$2" "$OUT/val.$3" "$1.val.$3" "$DECODE" "${@:4}"; }
 for seed in $SEEDS; do
   train ende translate_ende_multi30k "$STEPS" "$seed"
   train deen translate_deen_multi30k "$STEPS" "$seed"
@@ -67,10 +60,10 @@ step "val BLEU (sacreBLEU, cased, detokenised)"
 seconds() { "$BIN/python" -c 'import json, sys; print(round(sum(p["seconds"] for p in json.load(open(sys.argv[1] + "/run.json"))["training"])))' "$1"; }
 printf '%-6s %-28s %7s %7s %7s %9s\n' seed model steps en-de de-en seconds
 for seed in $SEEDS; do
-  printf '%-6s %-28s %7s %7s %7s %9s\n' "$seed" "one per direction" "$STEPS x2" "$(cat "$OUT/ende_s$seed.bleu.de")" \
-      "$(cat "$OUT/deen_s$seed.bleu.en")" "$(( $(seconds "$OUT/ende_s$seed") + $(seconds "$OUT/deen_s$seed") ))"
-  printf '%-6s %-28s %7s %7s %7s %9s\n' "$seed" "en<->de, equal total" "$STEPS" "$(cat "$OUT/both_s$seed.bleu.de")" \
-      "$(cat "$OUT/both_s$seed.bleu.en")" "$(seconds "$OUT/both_s$seed")"
-  printf '%-6s %-28s %7s %7s %7s %9s\n' "$seed" "en<->de, equal per direction" "$(( 2 * STEPS ))" "$(cat "$OUT/both2x_s$seed.bleu.de")" \
-      "$(cat "$OUT/both2x_s$seed.bleu.en")" "$(seconds "$OUT/both2x_s$seed")"
+  printf '%-6s %-28s %7s %7s %7s %9s\n' "$seed" "one per direction" "$STEPS x2" "$(cat "$OUT/ende_s$seed.val.de.bleu")" \
+      "$(cat "$OUT/deen_s$seed.val.en.bleu")" "$(( $(seconds "$OUT/ende_s$seed") + $(seconds "$OUT/deen_s$seed") ))"
+  printf '%-6s %-28s %7s %7s %7s %9s\n' "$seed" "en<->de, equal total" "$STEPS" "$(cat "$OUT/both_s$seed.val.de.bleu")" \
+      "$(cat "$OUT/both_s$seed.val.en.bleu")" "$(seconds "$OUT/both_s$seed")"
+  printf '%-6s %-28s %7s %7s %7s %9s\n' "$seed" "en<->de, equal per direction" "$(( 2 * STEPS ))" "$(cat "$OUT/both2x_s$seed.val.de.bleu")" \
+      "$(cat "$OUT/both2x_s$seed.val.en.bleu")" "$(seconds "$OUT/both2x_s$seed")"
 done

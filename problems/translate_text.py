@@ -24,7 +24,7 @@ from t2t_keras.data import target_languages
 from t2t_keras.data.text_files import TextStats, check_text_file, read_lines, read_parallel
 from t2t_keras.errors import UsageError
 from t2t_keras.problem import VocabSpec
-from t2t_keras.problems.translate import TranslateProblem
+from t2t_keras.problems.translate import TranslateProblem, language_tokens
 from t2t_keras.registry import register_problem
 
 SPLIT_FLAGS = {"train": ("train_source", "train_target"), "dev": ("dev_source", "dev_target")}
@@ -111,7 +111,7 @@ class TranslateText(TranslateProblem):
     @property
     def vocab_spec(self) -> VocabSpec:
         # An upper bound: a small corpus gets the pieces it has instead of SentencePiece's error.
-        tokens = tuple(map(target_languages.token, self.target_languages)) if self.multilingual else ()
+        tokens = language_tokens(self.target_languages) if self.multilingual else ()
         return VocabSpec(size=self._setting("vocab_size"), size_is_bound=True, user_defined_symbols=tokens)
 
     @property

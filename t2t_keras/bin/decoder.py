@@ -119,7 +119,7 @@ def _main(held: contextlib.ExitStack) -> int:
     run = common_flags.load_trained_run(check_checkpoint=False, ensemble=ensemble, reverse=FLAGS.reverse_model)
     if FLAGS.target_language is not None:
         run = run.with_settings(target_language=FLAGS.target_language)
-        target_languages.line_languages([], run.problem.target_languages, FLAGS.target_language, str)
+        target_languages.check_language(run.problem.target_languages, FLAGS.target_language)
     problem, decode_hparams = run.problem, run.decode_hparams
     if not 1 <= FLAGS.n_best <= decode_hparams.beam_size:
         raise UsageError(f"--n_best={FLAGS.n_best}: choose 1 to beam_size ({decode_hparams.beam_size}).")

@@ -47,6 +47,14 @@ def leading_language(line: str, languages) -> tuple[str, str]:
     return "", line
 
 
+def check_language(languages, target_language: str) -> None:
+    """A one-line UsageError if `target_language` is not among `languages` (a model that names
+    its languages); "" asks for none."""
+    if target_language and languages and target_language not in languages:
+        raise UsageError(f"target_language={target_language}: this model translates into "
+                         f"{', '.join(languages)} only.")
+
+
 def line_languages(lines, languages, target_language: str, describe) -> list[tuple[str, str]]:
     """(the language asked, the text) of each line, for a problem whose models translate into
     `languages` (several: each line needs one; one or none: the language is ""). A line may
@@ -54,9 +62,7 @@ def line_languages(lines, languages, target_language: str, describe) -> list[tup
     A line of a multilingual model that names no language, or a language the model was not
     trained for, is one UsageError; `describe(i)` names line i ("line 3")."""
     languages = tuple(languages)
-    if target_language and languages and target_language not in languages:
-        raise UsageError(f"target_language={target_language}: this model translates into "
-                         f"{', '.join(languages)} only.")
+    check_language(languages, target_language)
     if len(languages) <= 1:
         return [("", line) for line in lines]
     split = []

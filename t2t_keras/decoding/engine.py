@@ -101,7 +101,7 @@ class DecodingEngine:
         cross-attention of settings.alignment_layer; an ensemble's first member's). A multilingual
         model's lines get their target language's token (`data.target_languages`): settings.target_language,
         or the token a line starts with; alignments and markup index the line without it."""
-        self._line_languages([], settings, str)  # a language the model was not trained for: refused before any line
+        target_languages.check_language(self._languages, settings.target_language)  # before any line
         module = self.search_module(settings)
 
         def translate(lines, numbers, on_lines, prefixes=None, avoids=None, constraints=None):
@@ -125,10 +125,13 @@ class DecodingEngine:
 
         return translate
 
+    @property
+    def _languages(self) -> tuple[str, ...]:
+        return self.problem.target_languages if self.problem is not None else ()
+
     def _line_languages(self, lines: list[str], settings: DecodeHParams, describe) -> list[tuple[str, str]]:
         """(target language, text) of each line (`target_languages.line_languages`)."""
-        languages = self.problem.target_languages if self.problem is not None else ()
-        return target_languages.line_languages(lines, languages, settings.target_language, describe)
+        return target_languages.line_languages(lines, self._languages, settings.target_language, describe)
 
     def _aligned(self, lines: list[str], outputs: list, settings: DecodeHParams, tokens: list[int]) -> list:
         """`outputs` (each line's hypotheses) with their word alignments, over each line's words

@@ -186,7 +186,7 @@ class SearchModule(tf.Module):
         return tf.bitwise.bitwise_xor(tf.strings.to_hash_bucket_fast(text, 2**62),
                                       tf.constant(self.decode_hparams.seed << 32, tf.int64))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False)
+    @tf.function(input_signature=[_TEXTS], autograph=False)
     def translate_text(self, inputs):
         """Raw sentences [B] -> {outputs [B] (best translation), scores [B] (what the search ranked
         it by: log P / ((5 + length) / 6) ** alpha), log_probs [B] (log P(output | input) of its
@@ -203,10 +203,7 @@ class SearchModule(tf.Module):
         language of `target_languages` [B] ("": the sentence starts with its token, >>de<<)."""
         return self._text_outputs(inputs, self.best_ids, self._tagged(inputs, target_languages))
 
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.string, name="inputs"), tf.TensorSpec([None], tf.string, name="prefixes")],
-        autograph=False,
-    )
+    @tf.function(input_signature=[_TEXTS, _PREFIXES], autograph=False)
     def translate_prefix_text(self, inputs, prefixes):
         """translate_text with each output starting with its prefix [B] ("" for none): the
         prefix's pieces forced and scored; one ending inside a word ("Ein Hu") is completed by
@@ -223,11 +220,7 @@ class SearchModule(tf.Module):
         controls = self._prefix_controls(prefixes)
         return self._text_outputs(inputs, lambda input_ids: self.steered_best_ids(input_ids, *controls), model_inputs)
 
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.string, name="inputs"), tf.TensorSpec([None], tf.string, name="prefixes"),
-                         tf.TensorSpec([None, None], tf.string, name="constraints")],
-        autograph=False,
-    )
+    @tf.function(input_signature=[_TEXTS, _PREFIXES, _CONSTRAINTS], autograph=False)
     def translate_constrained_text(self, inputs, prefixes, constraints):
         """translate_prefix_text with terms each output must contain: `constraints` [B, M], each
         sentence's terms ("" pads), spelled as the tokenizer spells them (the same pieces as

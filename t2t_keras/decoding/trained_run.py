@@ -61,7 +61,7 @@ class TrainedRun:
             decode_hparams = self.problem.decode_settings(decode_hparams or "", run_defaults=run_defaults)
         forced_choices(decode_hparams.kernel_choices, source)  # a bad one is one line before TensorFlow loads
         # a language the model was not trained for, too
-        target_languages.line_languages([], self.problem.target_languages, decode_hparams.target_language, str)
+        target_languages.check_language(self.problem.target_languages, decode_hparams.target_language)
         self.requested_hparams = decode_hparams  # before the precision decision: what an export of this run keeps
         self.decode_hparams = decode_precision(decode_hparams, for_export)
         self.checkpoint_path = checkpoint_path

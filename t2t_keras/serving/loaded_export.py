@@ -88,7 +88,7 @@ class LoadedExport:
         if not 1 <= n_best <= self.settings.beam_size:
             raise UsageError(f"n_best={n_best}: choose 1 to this export's beam_size ({self.settings.beam_size}).")
 
-        self._line_languages([], settings, str)  # a language the model was not trained for: refused before any line
+        target_languages.check_language(self.target_languages, settings.target_language)  # before any line
 
         def translate(lines, numbers, on_lines, prefixes=None, avoids=None, constraints=None):
             if any(avoids or []):
