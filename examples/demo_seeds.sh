@@ -21,23 +21,11 @@ ALPHAS=${ALPHAS:-"1.0 1.4 2.0"}
 PROBLEM=translate_ende_multi30k
 mkdir -p "$OUT"
 step() { printf '\n=== %s\n' "$*"; }
-source examples/decode_bleu.sh
+source examples/study_helpers.sh
 
 step "datagen $PROBLEM, and its dev (val) and dev2 as text"
 "$BIN/t2t-keras-datagen" --problem=$PROBLEM --data_dir="$OUT/data" --noprogress
-"$BIN/python" - "$OUT" <<'EOF'
-import os, sys
-from t2t_keras.data.text_files import TextStats
-from t2t_keras.problems.translate_multi30k import multi30k_pairs
-
-for split in ("dev", "dev2"):
-    pairs = list(multi30k_pairs(split, "en", "de", TextStats()))
-    for side, language in enumerate(("en", "de")):
-        path = os.path.join(sys.argv[1], f"{split}.{language}")
-        with open(path + ".tmp", "w", encoding="utf-8") as out:
-            out.writelines(pair[side] + "\n" for pair in pairs)
-        os.replace(path + ".tmp", path)
-EOF
+dev_texts "$OUT"
 
 for seed in $SEEDS; do
   for precision in $PRECISIONS; do
@@ -51,29 +39,20 @@ for seed in $SEEDS; do
         decode_bleu "$run" "$OUT/$split.en" "$OUT/$split.de" "$run.$split.alpha$alpha.de" "beam_size=4,alpha=$alpha"
       done
     done
+    reference_nll "$run" "$OUT/dev2.en" "$OUT/dev2.de"
   done
 done
 
 step "the table: sacreBLEU (beam 4) on dev = val and dev2 at each alpha; dev loss (per-token nll)"
 "$BIN/python" - "$OUT" "$PRECISIONS" "$SEEDS" "$ALPHAS" <<'EOF'
 import json, os, statistics, sys
-from t2t_keras import Translator
 
 out, precisions, seeds, alphas = sys.argv[1], *(value.split() for value in sys.argv[2:])
-sources = open(os.path.join(out, "dev2.en"), encoding="utf-8").read().splitlines()
-references = open(os.path.join(out, "dev2.de"), encoding="utf-8").read().splitlines()
 rows = {}
 for precision in precisions:
     for seed in seeds:
         run = os.path.join(out, f"{precision}_s{seed}")
         record = os.path.join(run, "dev2.nll")
-        if not os.path.exists(record):
-            translator = Translator.from_preset(run, tune_process=False)
-            log_probs = translator.score(sources, references)
-            tokens = sum(len(translator.vocabularies.target.encode(line)) + 1 for line in references)
-            with open(record + ".tmp", "w") as handle:
-                handle.write(f"{-sum(log_probs) / tokens:.4f}\n")
-            os.replace(record + ".tmp", record)
         evaluations = json.load(open(os.path.join(run, "run.json")))["evaluations"]
         bleu = {(split, alpha): float(open(f"{run}.{split}.alpha{alpha}.de.bleu").read()) for split in ("dev", "dev2")
                 for alpha in alphas}

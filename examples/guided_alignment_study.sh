@@ -21,7 +21,7 @@ WEIGHTS=${WEIGHTS:-0.5}
 PROBLEM=translate_ende_multi30k
 mkdir -p "$OUT"
 step() { printf '\n=== %s\n' "$*"; }
-source examples/decode_bleu.sh
+source examples/study_helpers.sh
 [ -f "$BASELINE/run.json" ] || { echo "error: BASELINE=$BASELINE is not a trained run: run examples/demo_seeds.sh first." >&2; exit 2; }
 
 step "datagen $PROBLEM with word alignments (eflomal over all splits)"

@@ -22,7 +22,7 @@ DECODE=${DECODE:-beam_size=4,alpha=2.0}  # the demo's decode
 PRECISION=${PRECISION:-$("$BIN/python" -c 'from t2t_keras.system import bfloat16_units; print("mixed_bfloat16" if bfloat16_units() else "float32")' 2>/dev/null)}
 mkdir -p "$OUT"
 step() { printf '\n=== %s\n' "$*"; }
-source examples/decode_bleu.sh
+source examples/study_helpers.sh
 
 for language in en de; do
   [ -f "$OUT/val.$language" ] || { gzip -dc "problems/data/multi30k/val.$language.gz" > "$OUT/val.$language.tmp" && mv "$OUT/val.$language.tmp" "$OUT/val.$language"; }

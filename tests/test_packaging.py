@@ -1,5 +1,6 @@
 """The installed layout: catalogs only under t2t_keras, every package listed in pyproject."""
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -15,15 +16,17 @@ PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 
 
 def _source_packages():
-    """Every directory with an __init__.py, under its installed name."""
+    """Every directory with an __init__.py, under its installed name (hidden directories, such as
+    the peers' venvs, and tests/ and build/ are not the package's)."""
     mapping = {v: k for k, v in PYPROJECT["tool"]["setuptools"]["package-dir"].items()}
     found = set()
-    for init in REPO_ROOT.glob("**/__init__.py"):
-        relative = init.parent.relative_to(REPO_ROOT)
-        if relative.parts[0] in ("tests", "build", ".venv") or relative.parts[0].startswith("."):
-            continue
-        top = mapping.get(relative.parts[0], relative.parts[0])
-        found.add(".".join([top, *relative.parts[1:]]))
+    for root, directories, filenames in os.walk(REPO_ROOT):
+        relative = Path(root).relative_to(REPO_ROOT)
+        directories[:] = [name for name in directories
+                          if not name.startswith(".") and (relative.parts or name not in ("tests", "build"))]
+        if relative.parts and "__init__.py" in filenames:
+            top = mapping.get(relative.parts[0], relative.parts[0])
+            found.add(".".join([top, *relative.parts[1:]]))
     return found
 
 

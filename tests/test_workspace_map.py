@@ -42,12 +42,12 @@ def _layout_paths():
 
 
 def _sources():
-    """{path: text} of every Python file of the repository."""
+    """{path: text} of every Python and shell file of the repository (the examples' scripts define functions too)."""
     sources = {}
     for top in ("t2t_keras", "problems", "hparams", "benchmarks", "tests", "examples"):
         for root, _, filenames in os.walk(os.path.join(REPO, top)):
             for filename in filenames:
-                if filename.endswith(".py"):
+                if filename.endswith((".py", ".sh")):
                     with open(os.path.join(root, filename), encoding="utf-8") as handle:
                         sources[os.path.join(root, filename)] = handle.read()
     return sources

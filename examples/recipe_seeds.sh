@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The Multi30k recipe's choices (examples/multi30k.sh) judged on both dev splits, seed by seed:
+# dev = val, where they were made, and dev2, 1000 training pairs held out of training.
+#
+#   arms (ARMS), each one member of the recipe at one model's compute (23.1M target tokens):
+#     v2_bf16   transformer_multi30k_v2, 12000 x 2048 tokens, mixed bf16 (the recipe on a CPU with bf16 units)
+#     v1_bf16   transformer_multi30k,     6000 x 4096 tokens, mixed bf16 (the earlier recipe)
+#     v2_fp32   transformer_multi30k_v2, 12000 x 2048 tokens, float32
+#   each model: the last checkpoint alone, and the averages of the last 3 (the recipe) and 5;
+#   decoded with beam 8 at alpha 1.5 with exact search (the recipe), and for the average of 3
+#   also at alpha 1.0 and 2.0 (exact) and at 1.5 with the default stop; each arm's seeds 1 and
+#   2 also as one ensemble (the recipe's pair); dev2's per-token nll of every average of 3.
+#
+#   bash examples/recipe_seeds.sh                       # the three arms, seeds 1-3, arms alternating seed by seed
+#   SEEDS=1 ARMS="v2_bf16 v1_bf16" bash examples/recipe_seeds.sh   # a part of it
+#
+# Rerunning reuses what is complete (the trainer resumes from its last checkpoint, averages and
+# decodes are skipped when done), so the study can span sessions; the table covers what exists.
+set -euo pipefail
+
+BIN=${BIN:-.venv/bin}
+OUT=${STUDY_DIR:-out/recipe_seeds}
+ARMS=${ARMS:-"v2_bf16 v1_bf16 v2_fp32"}
+SEEDS=${SEEDS:-"1 2 3"}
+PROBLEM=translate_ende_multi30k
+BEAM=8
+mkdir -p "$OUT"
+step() { printf '\n=== %s\n' "$*"; }
+source examples/study_helpers.sh
+
+# arm NAME: the hparams set, precision, steps and checkpoint spacing of an arm.
+arm() {
+  case $1 in
+    v2_bf16) echo "transformer_multi30k_v2 mixed_bfloat16 12000 1000" ;;
+    v1_bf16) echo "transformer_multi30k mixed_bfloat16 6000 500" ;;
+    v2_fp32) echo "transformer_multi30k_v2 float32 12000 1000" ;;
+    *) echo "error: unknown arm '$1' in ARMS: one of v2_bf16, v1_bf16, v2_fp32." >&2; return 2 ;;
+  esac
+}
+for name in $ARMS; do arm "$name" > /dev/null; done
+
+step "datagen $PROBLEM, and its dev (val) and dev2 as text"
+"$BIN/t2t-keras-datagen" --problem=$PROBLEM --data_dir="$OUT/data" --noprogress
+dev_texts "$OUT"
+
+# average RUN N: RUN_avgN, the average of RUN's last N checkpoints (1: the last one alone).
+average() {
+  [ -f "$1_avg$2/checkpoint" ] || "$BIN/t2t-keras-avg-checkpoints" --output_dir="$1" --num_last_checkpoints="$2" --avg_dir="$1_avg$2"
+}
+# decode MODEL SPLIT TAG DECODE_HPARAMS [FLAG...]: MODEL.SPLIT.TAG.de and its BLEU.
+decode() { decode_bleu "$1" "$OUT/$2.en" "$OUT/$2.de" "$1.$2.$3.de" "$4" "${@:5}"; }
+recipe="beam_size=$BEAM,alpha=1.5,exact_search=true"
+
+for seed in $SEEDS; do
+  for name in $ARMS; do
+    read -r hparams_set precision steps save_steps <<< "$(arm "$name")"
+    run=$OUT/${name}_s$seed
+    step "train $run: $hparams_set, $steps steps, $precision, seed $seed"
+    "$BIN/t2t-keras-trainer" --problem=$PROBLEM --hparams_set="$hparams_set" --hparams="mixed_precision=$precision" \
+        --seed="$seed" --data_dir="$OUT/data" --output_dir="$run" --train_steps="$steps" \
+        --save_checkpoints_steps="$save_steps" --keep_checkpoint_max=5 --log_steps=500 --eval_sentences=100
+    step "decode $run's averages on dev and dev2"
+    for n in 1 3 5; do
+      average "$run" "$n"
+      for split in dev dev2; do decode "${run}_avg$n" "$split" a1.5x "$recipe"; done
+    done
+    for split in dev dev2; do
+      decode "${run}_avg3" "$split" a1.0x "beam_size=$BEAM,alpha=1.0,exact_search=true"
+      decode "${run}_avg3" "$split" a2.0x "beam_size=$BEAM,alpha=2.0,exact_search=true"
+      decode "${run}_avg3" "$split" a1.5 "beam_size=$BEAM,alpha=1.5"
+    done
+    reference_nll "${run}_avg3" "$OUT/dev2.en" "$OUT/dev2.de"
+    if [ "$seed" = 2 ] && [ -f "$OUT/${name}_s1_avg3/checkpoint" ]; then
+      for split in dev dev2; do decode "$OUT/${name}_s1_avg3" "$split" pair_a1.5x "$recipe" --ensemble="${run}_avg3"; done
+    fi
+  done
+done
+
+step "the table: sacreBLEU (beam $BEAM; x = exact search) on dev = val and dev2; dev losses (per-token nll)"
+"$BIN/python" - "$OUT" "$ARMS" "$SEEDS" <<'EOF'
+import json, os, statistics, sys
+
+out, arms, seeds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+COLUMNS = [("avg1", "a1.5x"), ("avg3", "a1.5x"), ("avg5", "a1.5x"), ("avg3", "a1.0x"), ("avg3", "a2.0x"), ("avg3", "a1.5")]
+
+
+def bleu(model, split, tag):
+    path = f"{model}.{split}.{tag}.de.bleu"
+    return float(open(path).read()) if os.path.exists(path) else None
+
+
+def cell(value, width=8):
+    return f"{value:{width}.2f}" if value is not None else " " * (width - 1) + "-"
+
+
+names = [f"{split}:{average}@{tag}" for split in ("dev", "dev2") for average, tag in COLUMNS]
+print("arm      seed " + " ".join(f"{n:>17}" for n in names) + "  val nll  dev2 nll  training")
+means = {}
+for arm in arms:
+    for seed in seeds:
+        run = os.path.join(out, f"{arm}_s{seed}")
+        if not os.path.exists(os.path.join(run, "run.json")):
+            continue
+        record = json.load(open(os.path.join(run, "run.json")))
+        values = [bleu(f"{run}_{average}", split, tag) for split in ("dev", "dev2") for average, tag in COLUMNS]
+        nll_path = os.path.join(f"{run}_avg3", "dev2.nll")
+        dev2_nll = float(open(nll_path).read()) if os.path.exists(nll_path) else None
+        val_nll = record["evaluations"][-1]["nll"] if record.get("evaluations") else None
+        parts = record.get("training", [])
+        training = (f"{parts[-1]['to_step']} steps, {sum(p['seconds'] for p in parts) / 60:.0f} min on "
+                    + " + ".join(sorted({p["cpu"] for p in parts}))) if parts else "-"
+        print(f"{arm:8} {seed:>4} " + " ".join(cell(v, 17) for v in values) + f"  {cell(val_nll, 7)}  {cell(dev2_nll, 8)}  {training}")
+        means.setdefault(arm, []).append(values + [val_nll, dev2_nll])
+for arm, rows in means.items():
+    columns = list(zip(*rows))
+    print(f"{arm:8} mean " + " ".join(cell(statistics.mean(c) if None not in c else None, 17) for c in columns[:-2])
+          + f"  {cell(statistics.mean(columns[-2]) if None not in columns[-2] else None, 7)}"
+          + f"  {cell(statistics.mean(columns[-1]) if None not in columns[-1] else None, 8)}  ({len(rows)} seeds)")
+for arm in arms:
+    pair = [bleu(os.path.join(out, f"{arm}_s1_avg3"), split, "pair_a1.5x") for split in ("dev", "dev2")]
+    if None not in pair:
+        print(f"{arm}: seeds 1 + 2 as one ensemble (the recipe's pair): dev {pair[0]:.2f}, dev2 {pair[1]:.2f}")
+EOF
