@@ -13,9 +13,9 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Every version of constraints.txt is first fetched as a wheel into $(WHEELS), then installed
-# from there with no index: the wheel test (tests/test_wheel_install.py) installs the package
-# into a fresh venv from the same files, offline. (Not pip's cache: the index's responses reach
-# this machine without cache headers, so pip caches none of them.)
+# from there with no index: the wheel test (tests/test_packaging.py) resolves the package's
+# dependencies for a fresh venv from the same files, offline. (Not pip's cache: the index's
+# responses reach this machine without cache headers, so pip caches none of them.)
 # pip's and setuptools' notes go to a log (shown when the install fails), not to the screen.
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	@echo "installing the package and the dependency versions of constraints.txt into $(VENV) (log: $(VENV)/install.log)"

@@ -1,6 +1,8 @@
 """Shared fixtures and paths for the suite."""
 
+import fcntl
 import os
+import shutil
 import signal
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -49,15 +51,33 @@ def _float32_policy():
     keras.mixed_precision.set_global_policy("float32")
 
 
+def _made_once(tmp_path_factory, name, make):
+    """The directory `make(path)` fills, made once for the whole run: the test workers share the
+    run's temporary root, and whichever asks first makes it while the others wait (one per worker
+    cost ~25 s of the suite's two cores). Tests that change it work on a copy."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / f"{name}.done").exists():  # else made, whole, by another worker
+            shutil.rmtree(path, ignore_errors=True)  # a worker that died making it
+            path.mkdir()
+            make(path)
+            (root / f"{name}.done").touch()
+    return path
+
+
 @pytest.fixture(scope="session")
 def multi30k_data_dir(tmp_path_factory):
-    """translate_ende_multi30k generated once for the session (full shipped data, ~10 s)."""
+    """translate_ende_multi30k generated once for the run (full shipped data, ~10 s)."""
     from t2t_keras import registry
     from t2t_keras.data import datagen
 
-    data_dir = tmp_path_factory.mktemp("multi30k_data")
-    datagen.generate(registry.problem("translate_ende_multi30k"), str(data_dir), None, progress=False)
-    return str(data_dir)
+    def make(data_dir):
+        datagen.generate(registry.problem("translate_ende_multi30k"), str(data_dir), None, progress=False)
+
+    return str(_made_once(tmp_path_factory, "multi30k_data", make))
 
 
 TRAINED_HPARAMS = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=1024,max_length=64,learning_rate_warmup_steps=20"
@@ -65,18 +85,19 @@ TRAINED_HPARAMS = "hidden_size=32,filter_size=64,num_heads=2,tokens_per_batch=10
 
 @pytest.fixture(scope="session")
 def trained_output_dir(multi30k_data_dir, tmp_path_factory):
-    """A transformer_tiny (shrunk) output_dir trained 30 steps on translate_ende_multi30k."""
+    """A transformer_tiny (shrunk) output_dir trained 30 steps on translate_ende_multi30k, once for the run."""
     from t2t_keras import registry
     from t2t_keras.training import trainer
 
-    output_dir = tmp_path_factory.mktemp("trained")
-    seed_generators("trained_output_dir")  # the same model whichever test asks for it first
-    settings = trainer.RunSettings(
-        output_dir=str(output_dir), data_dir=multi30k_data_dir, train_steps=30, save_checkpoints_steps=30,
-        log_steps=30, evaluate=False, seed=1,
-    )
-    trainer.train(
-        registry.problem("translate_ende_multi30k"), registry.hparams("transformer_tiny", TRAINED_HPARAMS), settings,
-        tf.distribute.OneDeviceStrategy("/cpu:0"),
-    )
-    return str(output_dir)
+    def make(output_dir):
+        seed_generators("trained_output_dir")  # the same model whichever test asks for it first
+        settings = trainer.RunSettings(
+            output_dir=str(output_dir), data_dir=multi30k_data_dir, train_steps=30, save_checkpoints_steps=30,
+            log_steps=30, evaluate=False, seed=1,
+        )
+        trainer.train(
+            registry.problem("translate_ende_multi30k"), registry.hparams("transformer_tiny", TRAINED_HPARAMS), settings,
+            tf.distribute.OneDeviceStrategy("/cpu:0"),
+        )
+
+    return str(_made_once(tmp_path_factory, "trained", make))

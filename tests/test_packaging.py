@@ -1,16 +1,20 @@
-"""The installed layout: catalogs only under t2t_keras, every package listed in pyproject."""
+"""The installed layout: catalogs only under t2t_keras, every package listed in pyproject; the
+wheel as a user installs it translates as the checkout does."""
 
+import json
 import os
 import subprocess
 import sys
+import sysconfig
 import tarfile
+import time
 import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.testing import REPO_ROOT, build_wheel, source_copy
+from tests.testing import REPO_ROOT, build_wheel, run_side_by_side, source_copy
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 
@@ -67,8 +71,14 @@ def test_catalogs_refuse_their_top_level_name(catalog):
     assert f"import this catalog as t2t_keras.{catalog}" in result.stderr
 
 
-def test_wheel_has_only_the_t2t_keras_top_level_and_no_treebank_file(tmp_path):
-    names = zipfile.ZipFile(build_wheel(tmp_path)).namelist()
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The working tree's wheel, built once for the tests of it."""
+    return build_wheel(tmp_path_factory.mktemp("dist"))
+
+
+def test_wheel_has_only_the_t2t_keras_top_level_and_no_treebank_file(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
     top_levels = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_levels == {"t2t_keras"}
     assert "t2t_keras/hparams/transformer.py" in names and "t2t_keras/problems/__init__.py" in names
@@ -88,3 +98,77 @@ def test_sdist_has_the_license_and_notice_and_no_treebank_file(tmp_path):
     assert {"LICENSE", "NOTICE", "pyproject.toml", "problems/data/multi30k/val.de.gz"} <= names
     assert not [name for name in names if name.endswith(".mrg")]
     assert "License-Expression: Apache-2.0" in metadata and "License-File: NOTICE" in metadata
+
+
+# Every pinned version as a wheel, fetched by make's install step: pip's resolution below is offline.
+WHEELHOUSE = REPO_ROOT / ".venv" / "wheelhouse"
+SENTENCES = ["A dog runs in the snow.", "Two men are playing football in a park.", "A little girl is eating an apple."]
+# The Python API as a user of the wheel calls it: the run dir, then the sentences; prints the
+# translations as JSON, where t2t_keras imports from, and whether the native kernels' C++ sources
+# (compiled on first use) came with the wheel.
+PYTHON_API = """
+import json, sys
+import t2t_keras
+from t2t_keras import Translator
+from t2t_keras.kernels import native
+translations = Translator.from_preset(sys.argv[1]).generate(sys.argv[2:])
+sources = all((native.SOURCE_DIR / name).is_file() for name in native.SOURCES)
+print(json.dumps({"translations": translations, "package": t2t_keras.__file__, "native_sources": sources}))
+"""
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_translates_as_the_checkout_does(wheel, trained_output_dir, tmp_path):
+    """Into a fresh venv, offline: pip resolves the wheel's dependencies from the pinned wheels
+    alone (no extra among them); the wheel itself installed (not editable), its dependencies those
+    same versions from the test venv (their install is pip's business and half a minute), run from
+    outside the checkout it translates by a command and by the Python API as the checkout does."""
+    assert WHEELHOUSE.is_dir(), f"{WHEELHOUSE} is missing: make's install step fetches it (make .venv/.installed)"
+    started = time.monotonic()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-index",
+           "--find-links", str(WHEELHOUSE), "-c", str(REPO_ROOT / "constraints.txt")]
+    resolved = subprocess.run([*pip, "--dry-run", "--report", str(tmp_path / "report.json"), str(wheel)],
+                              capture_output=True, text=True)
+    assert resolved.returncode == 0, resolved.stderr
+    versions = {item["metadata"]["name"].lower(): item["metadata"]["version"]
+                for item in json.loads((tmp_path / "report.json").read_text())["install"]}
+    assert {"tensorflow", "keras", "tensorflow-text", "sentencepiece", "sacrebleu"} <= versions.keys()
+    assert not {"nltk", "pytest", "eflomal"} & versions.keys()  # extras stay extras
+    from importlib.metadata import version
+
+    assert {name: version(name) for name in versions if name != "t2t-keras"} == {
+        name: found for name, found in versions.items() if name != "t2t-keras"}  # the test venv's very versions
+
+    installed = subprocess.run([*pip, "--no-deps", "--no-compile", str(wheel)], capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
+    # The dependencies from the test venv's site-packages, after the venv's own: a path in a .pth
+    # file is not a site directory, so the checkout's editable install there is not seen.
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    ready = time.monotonic()
+
+    work = tmp_path / "work"  # outside the checkout: nothing can import from it
+    work.mkdir()
+    (work / "input.en").write_text("".join(line + "\n" for line in SENTENCES))
+    decode = [f"--output_dir={trained_output_dir}", "--decode_from_file=input.en"]
+    wheel_command, api, checkout = run_side_by_side(
+        [[str(venv / "bin" / "t2t-keras-decoder"), *decode, "--decode_to_file=wheel.de"],
+         [str(python), "-c", PYTHON_API, trained_output_dir, *SENTENCES],
+         [sys.executable, "-m", "t2t_keras.bin.decoder", *decode, "--decode_to_file=checkout.de"]],
+        cwd=work,
+    )
+    for result in (wheel_command, api, checkout):
+        assert result.returncode == 0, result.stderr
+    print(f"wheel resolved and installed in {ready - started:.0f} s, three decodes in {time.monotonic() - ready:.0f} s")
+
+    expected = (work / "checkout.de").read_text().splitlines()
+    assert len(expected) == len(SENTENCES) and all(expected)
+    assert (work / "wheel.de").read_text().splitlines() == expected
+    reported = json.loads(api.stdout.splitlines()[-1])
+    assert reported["translations"] == expected
+    assert reported["package"].startswith(str(venv))  # the wheel's own files
+    assert reported["native_sources"]

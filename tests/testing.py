@@ -308,7 +308,7 @@ def source_copy(directory) -> pathlib.Path:
     would share its build/ folder between the test workers."""
     import shutil
 
-    ignored = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache")
+    ignored = shutil.ignore_patterns(".git", ".venv", ".venvs", "out", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache")
     return pathlib.Path(shutil.copytree(REPO_ROOT, pathlib.Path(directory) / "source", ignore=ignored))
 
 
