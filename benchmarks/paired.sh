@@ -29,7 +29,8 @@
 # the summary gives the step's fraction of that ceiling from the same run); $TRAIN_SIZES (default
 # "tiny base") the shapes. Ours and keras-hub run in each of $PRECISIONS (default:
 # fp32, and bf16 where the CPU has bfloat16 units; for decode, fp32+int8 or bf16+int8 adds the
-# int8 output product, decode_speed.py --int8_logits).
+# int8 output product, decode_speed.py --int8_logits; decode's default adds the fastest
+# configuration: bf16+int8 where the CPU has bfloat16 units, else fp32+int8).
 # The training peers need their venvs (benchmarks/peers/setup.sh; $PEER_VENVS, default
 # benchmarks/peers/.venvs); CTranslate2 and --against need only the package's .venv.
 # $PAIRED_LOG, if set, collects the benchmarks' stderr. Run it alone: two benchmarks at once
@@ -53,6 +54,7 @@ ours="$repo/.venv/bin/python"
 export TF_CPP_MIN_LOG_LEVEL=2
 if [ -z "${PRECISIONS:-}" ]; then  # t2t_keras.system.bfloat16_units decides, as the decoder's fallback does
     PRECISIONS="$("$ours" -c 'from t2t_keras.system import bfloat16_units; print("fp32 bf16" if bfloat16_units() else "fp32")' 2>/dev/null)"
+    if [ "$what" = decode ]; then PRECISIONS="$PRECISIONS ${PRECISIONS##* }+int8"; fi  # the fastest configuration
 fi
 precisions="$PRECISIONS"
 train_peers="${TRAIN_PEERS:-keras-hub torch torch-compile ceiling}"
