@@ -241,6 +241,23 @@ def _trainer_cli(*args):
     return [sys.executable, "-m", "t2t_keras.bin.trainer", "--problem=translate_ende_multi30k", "--hparams_set=transformer_tiny", f"--hparams={SMALL}", *args]
 
 
+# A seeded run without dropout (its data order goes on where a resume starts), saved and evaluated
+# every 2 steps; each interrupted run below, resumed, must end as this one does.
+SEEDED = ["--seed=7", SAME_KERNELS_FLAG, f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
+          "--train_steps=12", "--log_steps=1"]
+EVERY_2 = ["--save_checkpoints_steps=2", "--eval_steps=2", "--eval_sentences=0", "--keep_best=loss"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(multi30k_data_dir, tmp_path_factory):
+    """The output_dir of SEEDED + EVERY_2 trained to its end in one go."""
+    output_dir = tmp_path_factory.mktemp("uninterrupted") / "run"
+    result = subprocess.run(_trainer_cli(f"--output_dir={output_dir}", f"--data_dir={multi30k_data_dir}", *SEEDED, *EVERY_2),
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return output_dir
+
+
 def _training_state(output_dir, step):
     """Every variable of a trainer checkpoint (model weights, Adam's slots, the step), by name."""
     reader = tf.train.load_checkpoint(str(output_dir / f"ckpt-{step}"))
@@ -261,17 +278,14 @@ def test_cli_bad_input_one_line(multi30k_data_dir, tmp_path):
                           "error: --branch_from=")  # the flag reaches the trainer
 
 
-def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_and_the_best(multi30k_data_dir, tmp_path):
+def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_and_the_best(multi30k_data_dir, uninterrupted, tmp_path):
     """Killed while writing a new best checkpoint (or else mid-training), then resumed: every
     checkpoint the state file names loads; the resumed run ends with the weights, Adam's slots
     and the step of the same run left alone (with --seed and no dropout the data order goes
     on where it stopped); every saved step is evaluated once; run.json's best record, best/'s
     record and its weights agree; nothing temporary is left."""
-    seeded = ["--seed=7", SAME_KERNELS_FLAG, f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
-              f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=2", "--log_steps=1",
-              "--eval_steps=2", "--eval_sentences=0", "--keep_best=loss"]
     output_dir = tmp_path / "run"
-    command = _trainer_cli(f"--output_dir={output_dir}", *seeded)
+    command = _trainer_cli(f"--output_dir={output_dir}", f"--data_dir={multi30k_data_dir}", *SEEDED, *EVERY_2)
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def moment():
@@ -293,14 +307,14 @@ def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_
     for path in run_dir.checkpoints():  # every checkpoint the state file names loads
         restore_model(run_dir, path)
 
-    result, uninterrupted = run_side_by_side([command, _trainer_cli(f"--output_dir={tmp_path / 'alone'}", *seeded)])
-    assert result.returncode == 0 and uninterrupted.returncode == 0, result.stderr + uninterrupted.stderr
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
     resumed_from = int(result.stderr.split("Resuming from ")[1].split("(step ")[1].split(")")[0])
     assert resumed_from >= 2 and "trained to step 12" in result.stdout
     assert "Sharding callback" not in result.stderr, "TensorFlow's checkpoint INFO line reached the screen"
     assert "Saved " in result.stderr  # the package's own lines do
 
-    resumed, alone = _training_state(output_dir, 12), _training_state(tmp_path / "alone", 12)
+    resumed, alone = _training_state(output_dir, 12), _training_state(uninterrupted, 12)
     assert resumed.keys() == alone.keys()
     assert resumed["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 12
     assert sum(name.startswith("optimizer/_variables/") for name in alone) > 100  # Adam's two slots per weight
@@ -338,15 +352,14 @@ def _stop_at_a_step(command, signum, after_step):
     return subprocess.CompletedProcess(command, process.returncode, stdout, "".join(lines) + rest), waited
 
 
-def test_sigterm_and_ctrl_c_save_the_step_they_come_at_and_the_resumed_run_ends_as_an_uninterrupted_one(multi30k_data_dir, tmp_path):
+def test_sigterm_and_ctrl_c_save_the_step_they_come_at_and_the_resumed_run_ends_as_an_uninterrupted_one(multi30k_data_dir, uninterrupted, tmp_path):
     """Preemption's SIGTERM between checkpoints, then Ctrl-C in the resumed run: each saves a
     checkpoint of the step it came at and ends in one line with 143 / 130; resumed again, the run
-    ends with the weights, Adam's slots and step of the same run left alone (--seed, no dropout)."""
-    seeded = ["--seed=7", SAME_KERNELS_FLAG, f"--hparams={SMALL},layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0",
-              f"--data_dir={multi30k_data_dir}", "--train_steps=12", "--save_checkpoints_steps=12", "--log_steps=1",
-              "--noevaluate"]
+    ends with the weights, Adam's slots and step of the same run left alone (--seed, no dropout),
+    which saved and evaluated every 2 steps where this one saves at its end only and never evaluates."""
     output_dir = tmp_path / "run"
-    command = _trainer_cli(f"--output_dir={output_dir}", *seeded)
+    command = _trainer_cli(f"--output_dir={output_dir}", f"--data_dir={multi30k_data_dir}", *SEEDED, "--save_checkpoints_steps=12",
+                           "--noevaluate")
     saved = []
     for signum, status, after_step in ((signal.SIGTERM, 143, 2), (signal.SIGINT, 130, 0)):
         result, waited = _stop_at_a_step(command, signum, after_step or saved[-1] + 2)
@@ -364,9 +377,9 @@ def test_sigterm_and_ctrl_c_save_the_step_they_come_at_and_the_resumed_run_ends_
     info = RunDir(output_dir).run_info()
     assert [(entry["from_step"], entry["to_step"]) for entry in info["training"]] == [(0, saved[0]), (saved[0], saved[1])]
 
-    result, uninterrupted = run_side_by_side([command, _trainer_cli(f"--output_dir={tmp_path / 'alone'}", *seeded)])
-    assert result.returncode == 0 and uninterrupted.returncode == 0, result.stderr + uninterrupted.stderr
-    resumed, alone = _training_state(output_dir, 12), _training_state(tmp_path / "alone", 12)
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    resumed, alone = _training_state(output_dir, 12), _training_state(uninterrupted, 12)
     assert resumed.keys() == alone.keys()
     for name in alone:
         np.testing.assert_allclose(resumed[name], alone[name], rtol=0, atol=1e-6, err_msg=name)
