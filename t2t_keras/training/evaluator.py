@@ -106,18 +106,23 @@ class Evaluator:
             _warn_if_dev_too_small(outputs, self.references, getattr(self.problem, "target_language", ""))
         return self.problem.score_outputs(outputs, self.references)
 
-    def scores_by_alpha(self, alphas) -> dict:
-        """{alpha: the problem's score} of the first dev sentences decoded with each length-penalty
-        alpha, the other settings the evaluations': how much longer outputs the model's own
-        length preference wants, which depends on the model and its data (trainer's alpha choice)."""
-        return {alpha: self.problem.score_outputs(self._decode(alpha=alpha), self.references).value for alpha in alphas}
+    def scores_by_alpha(self, alphas, sentences: int = 0) -> tuple[dict, int]:
+        """({alpha: the problem's score}, the sentences scored) of the first `sentences` dev
+        sentences (0: the evaluations' ones) decoded with each length-penalty alpha, the other
+        settings the evaluations': how much longer outputs the model's own length preference wants,
+        which depends on the model and its data (trainer's alpha choice)."""
+        sources, references = self.sources, self.references
+        if sentences and sentences != len(sources):
+            sources, references = self.problem.dev_examples(self.data_dir, sentences)
+        scores = {alpha: self.problem.score_outputs(self._decode(sources, alpha=alpha), references).value for alpha in alphas}
+        return scores, len(sources)
 
-    def _decode(self, **settings) -> list[str]:
-        """The best outputs of the first dev sentences, in the problem's output form."""
+    def _decode(self, sources=None, **settings) -> list[str]:
+        """The best outputs of the first dev sentences (or `sources`), in the problem's output form."""
         decode_model = self.translator.model
         if decode_model is not self.model:
             decode_model.set_weights(self.model.get_weights())
-        return self.translator.generate(self.sources, **settings)
+        return self.translator.generate(self.sources if sources is None else sources, **settings)
 
 
 # What checkpoint selection decides between here is 1-2 BLEU (a fine-tuning run's gain:

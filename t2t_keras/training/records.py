@@ -124,21 +124,22 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"
 
 
-def choose_alpha(evaluator, run_dir: RunDir, alphas, step: int) -> float:
-    """The length-penalty alpha whose decoding of the dev sentences scores best (the smaller of
-    equals), recorded in run.json as the run's decode default (and best/'s, if kept): the
-    paper's 0.6 left a small model's outputs 9% short (docs/own_data.md, "Two text files in"), which a
-    user should not have to find out. --decode_hparams=alpha=... still overrides it."""
-    logging.info("Choosing the decoding alpha: decoding the %d dev sentences with each of %s.", len(evaluator.sources),
-                 ", ".join(f"{a:g}" for a in alphas))
-    scores = evaluator.scores_by_alpha(alphas)
+def choose_alpha(evaluator, run_dir: RunDir, alphas, step: int, sentences: int = 0) -> float:
+    """The length-penalty alpha whose decoding of the first `sentences` dev sentences (0: the
+    evaluations') scores best (the smaller of equals), recorded in run.json as the run's decode
+    default (and best/'s, if kept): the paper's 0.6 left a small model's outputs 9% short
+    (docs/own_data.md, "Two text files in"), which a user should not have to find out.
+    --decode_hparams=alpha=... still overrides it."""
+    logging.info("Choosing the decoding alpha: decoding %s dev sentences with each of %s.",
+                 sentences or len(evaluator.sources), ", ".join(f"{a:g}" for a in alphas))
+    scores, scored = evaluator.scores_by_alpha(alphas, sentences)
     alpha = max(alphas, key=lambda a: (scores[a], -a))
     record = {"decode_defaults": {"alpha": alpha}, "alpha_choice": {
-        "step": step, "sentences": len(evaluator.sources), "metric": evaluator.problem.score_name,
+        "step": step, "sentences": scored, "metric": evaluator.problem.score_name,
         "scores": {str(a): round(scores[a], 2) for a in alphas}}}
     for directory in (run_dir, RunDir(os.path.join(run_dir.path, BEST_DIR))):
         if directory.exists():
             directory.write_run_info({**directory.run_info(), **record})
-    logging.info("Decoding default: alpha %g, whose dev %s was the best of %s.", alpha, evaluator.problem.score_name,
-                 ", ".join(f"{a:g}: {scores[a]:.2f}" for a in alphas))
+    logging.info("Decoding default: alpha %g, whose %s on %d dev sentences was the best of %s.", alpha,
+                 evaluator.problem.score_name, scored, ", ".join(f"{a:g}: {scores[a]:.2f}" for a in alphas))
     return alpha

@@ -69,10 +69,12 @@ class RunSettings:
     # Kernel alternatives forced by name ({"loss_layout": "columns"}); the others are timed at
     # start on this machine (training/kernel_choices.py).
     kernel_choices: dict = dataclasses.field(default_factory=dict)
-    # At the end of training, the dev sentences (eval_sentences) are decoded with each of these
-    # length-penalty alphas and the best becomes the run's decode default (run.json); () = none
-    # (the trainer command's --alpha_grid gives five).
+    # At the end of training (with eval_sentences > 0), the first alpha_sentences dev sentences
+    # (0: the eval_sentences ones) are decoded with each of these length-penalty alphas and the
+    # best becomes the run's decode default (run.json); () = none (the trainer command's
+    # --alpha_grid gives five, on 1000 sentences: 100 chose by chance, docs/results/demo.md).
     alpha_grid: tuple = ()
+    alpha_sentences: int = 0
 
 @dataclasses.dataclass
 class RunPlan:

@@ -138,7 +138,8 @@ def _train(problem, hparams: HParams, settings: RunSettings, strategy: tf.distri
             if chief and evaluator is not None and score_sentences and settings.alpha_grid:
                 try:
                     with stops.interruptible():
-                        result["alpha"] = choose_alpha(evaluator, run_dir, settings.alpha_grid, result["step"])
+                        result["alpha"] = choose_alpha(evaluator, run_dir, settings.alpha_grid, result["step"],
+                                                      settings.alpha_sentences)
                 except StopNow:
                     raise Stopped(f"{describe(stops.received)}: stopped while choosing the decoding alpha at step "
                                   f"{result['step']} (the checkpoint is kept); the same command chooses it.",

@@ -44,7 +44,8 @@ def _train(output_dir, data_dir, steps, overrides="", **settings):
 
 
 def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path):
-    result = _train(tmp_path / "run", multi30k_data_dir, 4, eval_sentences=8, evaluate=True, eval_steps=3, alpha_grid=(0.6, 2.0))
+    result = _train(tmp_path / "run", multi30k_data_dir, 4, eval_sentences=8, evaluate=True, eval_steps=3, alpha_grid=(0.6, 2.0),
+                    alpha_sentences=12)
     assert result["step"] == 4 and np.isfinite(result["loss"])
     assert set(result["eval"]) == {"loss", "nll", "perplexity", "accuracy", "shuffled_source_nll", "source_gap", "tokens", "bleu", "chrf"}
     assert 0 <= result["eval"]["bleu"] <= 100 and result["eval"]["perplexity"] > 1
@@ -58,16 +59,17 @@ def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path)
     model, path = restore_model(run_dir)
     assert path.endswith("ckpt-4") and model.count_params() > 0
 
-    # The run's decode default alpha: the grid's best on those 8 dev sentences, as a Translator decodes them.
+    # The run's decode default alpha: the grid's best on the first 12 dev sentences, as a Translator decodes them.
     from t2t_keras.decoding.trained_run import TrainedRun
     from t2t_keras.translator import Translator
 
     choice = run_dir.run_info()["alpha_choice"]
+    assert choice["sentences"] == 12
     assert result["alpha"] == run_dir.run_info()["decode_defaults"]["alpha"] == max((0.6, 2.0), key=lambda a: (choice["scores"][str(a)], -a))
     decode_kernels = run_dir.run_info()["decode_kernel_choices"]  # the kernels its dev decoding chose here
     assert {"step_product", "beam_candidates", "top_k", "int8_logits"} <= set(decode_kernels)
     problem = registry.problem("translate_ende_multi30k")
-    sources, references = problem.dev_examples(multi30k_data_dir, 8)
+    sources, references = problem.dev_examples(multi30k_data_dir, 12)
     translator = Translator.from_preset(str(tmp_path / "run"))
     for alpha in (0.6, 2.0):
         score = problem.score_outputs(translator.generate(sources, alpha=alpha), references).value
@@ -276,6 +278,8 @@ def test_cli_bad_input_one_line(multi30k_data_dir, tmp_path):
                           "error: --data_dir=")
     assert_one_line_error(run(f"--data_dir={multi30k_data_dir}", f"--output_dir={tmp_path / 'o'}", f"--branch_from={tmp_path / 'none'}"),
                           "error: --branch_from=")  # the flag reaches the trainer
+    assert_one_line_error(run(f"--data_dir={multi30k_data_dir}", f"--output_dir={tmp_path / 'o'}", "--alpha_sentences=-5"),
+                          "error: --alpha_sentences=-5: give a count of dev sentences, or 0 for the --eval_sentences ones.")
 
 
 def test_sigkill_then_resume_ends_as_an_uninterrupted_run_with_every_evaluation_and_the_best(multi30k_data_dir, uninterrupted, tmp_path):
