@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Paired runs (A B A B ...): this machine drifts 20-30% between minutes, so only ratios of
-# neighbouring runs mean something. Prints each benchmark's JSON line as it comes, appends it
+# Paired runs (A B A B ...; with --against, A B then B A): this machine drifts 20-30% between
+# minutes, so only ratios of neighbouring runs mean something. Prints each benchmark's JSON line as it comes, appends it
 # (with a "label") to $OUT, and ends with the medians and ratios of this run
 # (benchmarks/paired_summary.py).
 #
@@ -124,6 +124,18 @@ ours_in() {  # TREE LABEL SCRIPT ARGS...: one of our benchmarks, run with TREE's
     fi
 }
 
+# against_and_ours LABEL SCRIPT ARGS...: ours (labelled "ours LABEL"), and with --against the
+# commit's run first in odd pairs and second in even ones: whichever runs second in a pair
+# gains or loses from its place (a control of identical code read 1.044), and alternating
+# the order cancels that in the median.
+against_and_ours() {
+    local label="$1"
+    shift
+    if [ -n "$against" ] && [ $((pair % 2)) -eq 1 ]; then ours_in "$other" "$against $label" "$@"; fi
+    ours_in "$repo" "ours $label" "$@"
+    if [ -n "$against" ] && [ $((pair % 2)) -eq 0 ]; then ours_in "$other" "$against $label" "$@"; fi
+}
+
 for pair in $(seq "$pairs"); do
     case "$what" in
         decode)
@@ -138,8 +150,7 @@ for pair in $(seq "$pairs"); do
             for precision in $precisions; do  # fp32, bf16, or either +int8 (the int8 output product)
                 flag=(); [ "${precision%+int8}" = fp32 ] || flag=(--precision "${precision%+int8}")  # older scripts know fp32 only
                 [ "$precision" = "${precision%+int8}" ] || flag+=(--int8_logits)
-                [ -z "$against" ] || ours_in "$other" "$against $precision" decode_speed.py "${flag[@]}"
-                ours_in "$repo" "ours $precision" decode_speed.py "${flag[@]}"
+                against_and_ours "$precision" decode_speed.py "${flag[@]}"
             done
             ;;
         train)
@@ -160,21 +171,15 @@ for pair in $(seq "$pairs"); do
                                     --size "$size" --precision "$precision" ;;
                             esac
                         done
-                    else
-                        ours_in "$other" "$against $size $precision" train_throughput.py --size "$size" "${flag[@]}"
                     fi
-                    ours_in "$repo" "ours $size $precision" train_throughput.py --size "$size" "${flag[@]}"
+                    against_and_ours "$size $precision" train_throughput.py --size "$size" "${flag[@]}"
                 done
             done
             ;;
         fit)
             for precision in $precisions; do
-                if [ -z "$against" ]; then
-                    ours_in "$repo" "trainer $precision" fit_speed.py --loop trainer --precision "$precision"
-                else
-                    ours_in "$other" "$against $precision" fit_speed.py --loop fit --precision "$precision"
-                fi
-                ours_in "$repo" "ours $precision" fit_speed.py --loop fit --precision "$precision"
+                [ -n "$against" ] || ours_in "$repo" "trainer $precision" fit_speed.py --loop trainer --precision "$precision"
+                against_and_ours "$precision" fit_speed.py --loop fit --precision "$precision"
             done
             ;;
         decode_file)
@@ -184,8 +189,7 @@ for pair in $(seq "$pairs"); do
                         label="$precision shortlist=$shortlist sentences=$sentences"
                         args=(--output_dir="$run_dir"
                               --decode_hparams="$decode_hparams,precision=$precision,shortlist=$shortlist,sentences_per_batch=$sentences")
-                        [ -z "$against" ] || ours_in "$other" "$against $label" decode_file.py "${args[@]}"
-                        ours_in "$repo" "ours $label" decode_file.py "${args[@]}"
+                        against_and_ours "$label" decode_file.py "${args[@]}"
                     done
                 done
             done
