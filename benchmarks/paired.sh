@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Paired runs (A B A B ...; with --against, A B then B A): this machine drifts 20-30% between
-# minutes, so only ratios of neighbouring runs mean something. Prints each benchmark's JSON line as it comes, appends it
-# (with a "label") to $OUT, and ends with the medians and ratios of this run
+# minutes, so only ratios of neighbouring runs mean something. Prints each benchmark's JSON
+# line as it comes, appends it (with a "label") to $OUT, and ends with the medians and ratios
+# of this run
 # (benchmarks/paired_summary.py).
 #
 #   bash benchmarks/peers/setup.sh                  # once: the peers' venvs (PyTorch, keras-hub), pinned
