@@ -76,48 +76,58 @@ for seed in $SEEDS; do
   done
 done
 
-step "the table: sacreBLEU (beam $BEAM; x = exact search) on dev = val and dev2; dev losses (per-token nll)"
+step "the table: sacreBLEU (beam $BEAM; x = exact search) on dev = val and dev2; dev2's per-token nll (average of 3)"
 "$BIN/python" - "$OUT" "$ARMS" "$SEEDS" <<'EOF'
 import json, os, statistics, sys
 
 out, arms, seeds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-COLUMNS = [("avg1", "a1.5x"), ("avg3", "a1.5x"), ("avg5", "a1.5x"), ("avg3", "a1.0x"), ("avg3", "a2.0x"), ("avg3", "a1.5")]
+# (model, decode, name): the last checkpoint and the averages of 3 and 5 at the recipe's decode,
+# then the average of 3 at other alphas and with the default stop.
+COLUMNS = [("avg1", "a1.5x", "last"), ("avg3", "a1.5x", "avg3"), ("avg5", "a1.5x", "avg5"),
+           ("avg3", "a1.0x", "a3@1.0x"), ("avg3", "a2.0x", "a3@2.0x"), ("avg3", "a1.5", "a3@1.5")]
 
 
-def bleu(model, split, tag):
-    path = f"{model}.{split}.{tag}.de.bleu"
+def number(path):
     return float(open(path).read()) if os.path.exists(path) else None
 
 
-def cell(value, width=8):
-    return f"{value:{width}.2f}" if value is not None else " " * (width - 1) + "-"
+def cell(value, width=9, digits=2):
+    return f"{value:{width}.{digits}f}" if value is not None else " " * (width - 1) + "-"
 
 
-names = [f"{split}:{average}@{tag}" for split in ("dev", "dev2") for average, tag in COLUMNS]
-print("arm      seed " + " ".join(f"{n:>17}" for n in names) + "  val nll  dev2 nll  training")
-means = {}
+def mean(values):
+    return statistics.mean(values) if values and None not in values else None
+
+
+for split in ("dev", "dev2"):
+    print(f"\n{split}: " + ("val, where the recipe was tuned" if split == "dev" else "1000 training pairs held out"))
+    print("arm      seed " + "".join(f"{name:>9}" for _, _, name in COLUMNS) + ("  dev2 nll" if split == "dev2" else ""))
+    for arm in arms:
+        rows = []
+        for seed in seeds:
+            run = os.path.join(out, f"{arm}_s{seed}")
+            if not os.path.exists(os.path.join(run, "run.json")):
+                continue
+            rows.append([number(f"{run}_{model}.{split}.{tag}.de.bleu") for model, tag, _ in COLUMNS]
+                        + [number(os.path.join(f"{run}_avg3", "dev2.nll"))])
+            print(f"{arm:8} {seed:>4} " + "".join(cell(v) for v in rows[-1][:-1])
+                  + (f"  {cell(rows[-1][-1], 8, 4)}" if split == "dev2" else ""))
+        if len(rows) > 1:
+            columns = [mean(list(column)) for column in zip(*rows)]
+            print(f"{arm:8} mean " + "".join(cell(v) for v in columns[:-1])
+                  + (f"  {cell(columns[-1], 8, 4)}" if split == "dev2" else "") + f"   ({len(rows)} seeds)")
+print()
 for arm in arms:
-    for seed in seeds:
-        run = os.path.join(out, f"{arm}_s{seed}")
-        if not os.path.exists(os.path.join(run, "run.json")):
-            continue
-        record = json.load(open(os.path.join(run, "run.json")))
-        values = [bleu(f"{run}_{average}", split, tag) for split in ("dev", "dev2") for average, tag in COLUMNS]
-        nll_path = os.path.join(f"{run}_avg3", "dev2.nll")
-        dev2_nll = float(open(nll_path).read()) if os.path.exists(nll_path) else None
-        val_nll = record["evaluations"][-1]["nll"] if record.get("evaluations") else None
-        parts = record.get("training", [])
-        training = (f"{parts[-1]['to_step']} steps, {sum(p['seconds'] for p in parts) / 60:.0f} min on "
-                    + " + ".join(sorted({p["cpu"] for p in parts}))) if parts else "-"
-        print(f"{arm:8} {seed:>4} " + " ".join(cell(v, 17) for v in values) + f"  {cell(val_nll, 7)}  {cell(dev2_nll, 8)}  {training}")
-        means.setdefault(arm, []).append(values + [val_nll, dev2_nll])
-for arm, rows in means.items():
-    columns = list(zip(*rows))
-    print(f"{arm:8} mean " + " ".join(cell(statistics.mean(c) if None not in c else None, 17) for c in columns[:-2])
-          + f"  {cell(statistics.mean(columns[-2]) if None not in columns[-2] else None, 7)}"
-          + f"  {cell(statistics.mean(columns[-1]) if None not in columns[-1] else None, 8)}  ({len(rows)} seeds)")
-for arm in arms:
-    pair = [bleu(os.path.join(out, f"{arm}_s1_avg3"), split, "pair_a1.5x") for split in ("dev", "dev2")]
+    pair = [number(os.path.join(out, f"{arm}_s1_avg3.{split}.pair_a1.5x.de.bleu")) for split in ("dev", "dev2")]
     if None not in pair:
         print(f"{arm}: seeds 1 + 2 as one ensemble (the recipe's pair): dev {pair[0]:.2f}, dev2 {pair[1]:.2f}")
+for arm in arms:
+    for seed in seeds:
+        path = os.path.join(out, f"{arm}_s{seed}", "run.json")
+        parts = json.load(open(path)).get("training", []) if os.path.exists(path) else []
+        if parts:
+            print(f"{arm}_s{seed}: steps {parts[0]['from_step']}-{parts[-1]['to_step']}, "
+                  f"{sum(p['target_tokens'] for p in parts) / 1e6:.1f}M target tokens, "
+                  f"{sum(p['seconds'] for p in parts) / 60:.0f} min in {len(parts)} start(s) on "
+                  + " + ".join(sorted({p["cpu"] for p in parts})))
 EOF
