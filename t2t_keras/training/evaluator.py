@@ -100,29 +100,30 @@ class Evaluator:
 
     def score(self):
         """The problem's `Score` of the beam-search outputs of the first dev sentences."""
-        outputs = self._decode()
+        outputs = self._decode(self.sources)
         if self.check_dev_size:
             self.check_dev_size = False
             _warn_if_dev_too_small(outputs, self.references, getattr(self.problem, "target_language", ""))
         return self.problem.score_outputs(outputs, self.references)
 
-    def scores_by_alpha(self, alphas, sentences: int = 0) -> tuple[dict, int]:
-        """({alpha: the problem's score}, the sentences scored) of the first `sentences` dev
-        sentences (0: the evaluations' ones) decoded with each length-penalty alpha, the other
-        settings the evaluations': how much longer outputs the model's own length preference wants,
-        which depends on the model and its data (trainer's alpha choice)."""
-        sources, references = self.sources, self.references
-        if sentences and sentences != len(sources):
-            sources, references = self.problem.dev_examples(self.data_dir, sentences)
-        scores = {alpha: self.problem.score_outputs(self._decode(sources, alpha=alpha), references).value for alpha in alphas}
-        return scores, len(sources)
+    def dev_examples(self, sentences: int = 0) -> tuple[list, list]:
+        """(sources, references) of the first `sentences` dev sentences (0: the evaluations' ones)."""
+        if not sentences or sentences == len(self.sources):
+            return self.sources, self.references
+        return self.problem.dev_examples(self.data_dir, sentences)
 
-    def _decode(self, sources=None, **settings) -> list[str]:
-        """The best outputs of the first dev sentences (or `sources`), in the problem's output form."""
+    def scores_by_alpha(self, alphas, sources, references) -> dict:
+        """{alpha: the problem's score} of `sources` decoded with each length-penalty alpha, the
+        other settings the evaluations': how much longer outputs the model's own length preference
+        wants, which depends on the model and its data (trainer's alpha choice)."""
+        return {alpha: self.problem.score_outputs(self._decode(sources, alpha=alpha), references).value for alpha in alphas}
+
+    def _decode(self, sources, **settings) -> list[str]:
+        """The best outputs of `sources`, in the problem's output form, under the model's current weights."""
         decode_model = self.translator.model
         if decode_model is not self.model:
             decode_model.set_weights(self.model.get_weights())
-        return self.translator.generate(self.sources if sources is None else sources, **settings)
+        return self.translator.generate(sources, **settings)
 
 
 # What checkpoint selection decides between here is 1-2 BLEU (a fine-tuning run's gain:

@@ -130,9 +130,11 @@ def choose_alpha(evaluator, run_dir: RunDir, alphas, step: int, sentences: int =
     default (and best/'s, if kept): the paper's 0.6 left a small model's outputs 9% short
     (docs/own_data.md, "Two text files in"), which a user should not have to find out.
     --decode_hparams=alpha=... still overrides it."""
-    logging.info("Choosing the decoding alpha: decoding %s dev sentences with each of %s.",
-                 sentences or len(evaluator.sources), ", ".join(f"{a:g}" for a in alphas))
-    scores, scored = evaluator.scores_by_alpha(alphas, sentences)
+    sources, references = evaluator.dev_examples(sentences)
+    scored = len(sources)
+    logging.info("Choosing the decoding alpha: decoding %d dev sentences with each of %s.",
+                 scored, ", ".join(f"{a:g}" for a in alphas))
+    scores = evaluator.scores_by_alpha(alphas, sources, references)
     alpha = max(alphas, key=lambda a: (scores[a], -a))
     record = {"decode_defaults": {"alpha": alpha}, "alpha_choice": {
         "step": step, "sentences": scored, "metric": evaluator.problem.score_name,
