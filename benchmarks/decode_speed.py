@@ -64,6 +64,16 @@ def build_decoder(shape, dcfg, parallel_parts=1, precision="fp32", native_kernel
     return lambda sources: search.best_ids(tf.constant(sources))["ids"][:, 0].numpy()
 
 
+def huge_pages_mb():
+    """This process's memory in transparent huge pages (Linux; None elsewhere): whether a run's
+    buffers landed in 2 MB pages, one candidate for run-to-run speed modes."""
+    try:
+        with open("/proc/self/smaps_rollup") as rollup:
+            return next(int(line.split()[1]) // 1024 for line in rollup if line.startswith("AnonHugePages:"))
+    except (OSError, StopIteration):
+        return None
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
@@ -95,7 +105,7 @@ def main():
     extra = {"framework": "tensorflow " + tf.__version__, "max_length": dcfg.forced_steps,
              "parallel_parts": parts, "precision": args.precision, "bfloat16_units": bfloat16_units(),
              "native_kernels": bool(kernels.native_choices), "int8_logits": kernels.int8_logits,
-             "kernel_choices": kernels.setting()}
+             "kernel_choices": kernels.setting(), "huge_pages_mb": huge_pages_mb()}
     shapes.emit(shapes.decode_result(peer, dcfg, times, first, out.shape[-1], extra), T0)
 
 

@@ -184,6 +184,7 @@ def decode_result(peer: str, dcfg: DecodeConfig, times, first_run_s, out_len: in
         "bench": "decode", "peer": peer, "size": dcfg.shape, "sentences": dcfg.num_sentences,
         "src_len": dcfg.src_len, "beam": dcfg.beam_size, "alpha": dcfg.alpha, "forced_steps": dcfg.forced_steps,
         "output_len": int(out_len), "median_s": round(median, 3), "min_s": round(min(times), 3),
+        "max_s": round(max(times), 3),
         "first_run_s": round(first_run_s, 2), "sentences_per_s": round(dcfg.num_sentences / median, 2),
         "decode_steps_per_s": round(dcfg.forced_steps / median, 2),
         **(extra or {}),
