@@ -112,10 +112,11 @@ for split in ("dev", "dev2"):
                         + [number(os.path.join(f"{run}_avg3", "dev2.nll"))])
             print(f"{arm:8} {seed:>4} " + "".join(cell(v) for v in rows[-1][:-1])
                   + (f"  {cell(rows[-1][-1], 8, 4)}" if split == "dev2" else ""))
-        if len(rows) > 1:
-            columns = [mean(list(column)) for column in zip(*rows)]
+        done = [row for row in rows if None not in row]  # a run still training has no mean's worth
+        if len(done) > 1:
+            columns = [mean(list(column)) for column in zip(*done)]
             print(f"{arm:8} mean " + "".join(cell(v) for v in columns[:-1])
-                  + (f"  {cell(columns[-1], 8, 4)}" if split == "dev2" else "") + f"   ({len(rows)} seeds)")
+                  + (f"  {cell(columns[-1], 8, 4)}" if split == "dev2" else "") + f"   ({len(done)} seeds)")
 print()
 for arm in arms:
     pair = [number(os.path.join(out, f"{arm}_s1_avg3.{split}.pair_a1.5x.de.bleu")) for split in ("dev", "dev2")]
