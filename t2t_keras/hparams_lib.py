@@ -375,6 +375,12 @@ def describe_fields(values: "HParams | DecodeHParams | None" = None, config_type
 
 def apply_overrides(config, overrides: str, flag: str = "--hparams"):
     """`config` (HParams or another config dataclass) with "a=1,b=2" applied, parsed by field type."""
+    return dataclasses.replace(config, **parse_overrides(type(config), overrides, flag))
+
+
+def parse_overrides(config_type, overrides: str, flag: str = "--hparams") -> dict:
+    """{name: value} of "a=1,b=2", each name a field of `config_type` and its value parsed by the
+    field's type: what a flag sets, for callers that must know which fields it names."""
     changes = {}
     for item in (part.strip() for part in overrides.split(",")):
         if not item:
@@ -383,9 +389,9 @@ def apply_overrides(config, overrides: str, flag: str = "--hparams"):
         key = key.strip()
         if not sep:
             raise UsageError(f"{flag}: {item!r} is not name=value; write e.g. {flag}=\"name=value\".")
-        field = _field_named(key, flag, type(config))
-        changes[key] = _parse_value(field, text.strip(), flag, type(config))
-    return dataclasses.replace(config, **changes)
+        field = _field_named(key, flag, config_type)
+        changes[key] = _parse_value(field, text.strip(), flag, config_type)
+    return changes
 
 
 def replace_fields(config, changes: dict, source: str):

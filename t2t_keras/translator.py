@@ -32,6 +32,7 @@ from t2t_keras import files
 from t2t_keras.decoding.file_decoding import window_lines, windows
 from t2t_keras.decoding.hypothesis import Hypothesis
 from t2t_keras.decoding.kernel_choices import forced_choices
+from t2t_keras.decoding.trained_run import check_alpha_search
 from t2t_keras.errors import UsageError
 from t2t_keras.hparams_lib import DecodeHParams, replace_fields
 
@@ -221,7 +222,9 @@ class Translator:
             if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
                 raise UsageError(f"{method}: batch_size={batch_size!r}: need an int batch_size >= 1.")
             settings = {**settings, "sentences_per_batch": batch_size}
-        return _replaced(self.settings, settings, method)
+        replaced = _replaced(self.settings, settings, method)
+        check_alpha_search(self._backend.default_stop_alpha, replaced, settings, method)
+        return replaced
 
 
 _NOT_A_LIST = "{method} takes a list of sentences, e.g. {method}([\"A dog runs.\"]), not a string."

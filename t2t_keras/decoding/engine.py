@@ -36,15 +36,18 @@ class DecodingEngine:
     (`models(precision)`), a SearchModule per distinct graph settings, kept for later calls;
     `reverse()` makes the reverse model's scoring module, after the process is set up for decoding.
 
-    `settings` are the defaults, their `kernel_choices` the ones the default module runs."""
+    `settings` are the defaults, their `kernel_choices` the ones the default module runs;
+    `default_stop_alpha`, their alpha if the trainer chose it under the default stop (a call
+    that asks for exact search without an alpha is refused: `trained_run.check_alpha_search`)."""
 
     def __init__(self, settings: DecodeHParams, problem, vocabularies, models, token_filter=None, shortlists=None,
-                 reverse=None, checkpoint_paths=(), tune_process: bool = True):
+                 reverse=None, checkpoint_paths=(), tune_process: bool = True, default_stop_alpha: float | None = None):
         from t2t_keras.system import cores_for_decoding
 
         parts = cores_for_decoding(settings.parallel_parts, configure=tune_process)
         self.problem, self.vocabularies, self.token_filter = problem, vocabularies, token_filter
         self.checkpoint_paths = list(checkpoint_paths)
+        self.default_stop_alpha = default_stop_alpha
         self._models, self._restore = {}, models
         self._shortlists = shortlists or (lambda settings: None)
         self._reverse = reverse() if reverse else None
@@ -63,7 +66,7 @@ class DecodingEngine:
             lambda precision: run.with_settings(precision=precision).restore_model(), token_filter=run.token_filter(),
             shortlists=lambda settings: run.with_settings(**dataclasses.asdict(settings)).shortlist,
             reverse=(lambda: _scoring_module(run.reverse_run)) if run.reverse_run else None,
-            checkpoint_paths=run.checkpoints, tune_process=tune_process,
+            checkpoint_paths=run.checkpoints, tune_process=tune_process, default_stop_alpha=run.default_stop_alpha,
         )
 
     @classmethod

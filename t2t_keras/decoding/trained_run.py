@@ -26,7 +26,7 @@ from t2t_keras.data import target_languages
 from t2t_keras.decoding.kernel_choices import forced_choices
 from t2t_keras.decoding.shortlist import load_run_shortlist
 from t2t_keras.errors import UsageError
-from t2t_keras.hparams_lib import DecodeHParams, replace_fields
+from t2t_keras.hparams_lib import DecodeHParams, parse_overrides, replace_fields
 from t2t_keras.system import decode_precision
 
 
@@ -52,13 +52,17 @@ class TrainedRun:
         run_dir.hparams()  # a one-line error for a directory the trainer did not write
         self.run_dir = run_dir
         self.problem = run_dir.problem()
+        run_info = run_dir.run_info()
         run_defaults = {**guided_alignment_defaults(run_dir.hparams()),
-                        **run_dir.run_info().get("decode_defaults", {})}  # the alpha the trainer chose on the dev set
-        if isinstance(decode_hparams, dict):
-            decode_hparams = replace_fields(self.problem.decode_settings(run_defaults=run_defaults), decode_hparams,
-                                            source)
-        elif not isinstance(decode_hparams, DecodeHParams):
-            decode_hparams = self.problem.decode_settings(decode_hparams or "", run_defaults=run_defaults)
+                        **run_info.get("decode_defaults", {})}  # the alpha the trainer chose on the dev set
+        if not isinstance(decode_hparams, DecodeHParams):
+            given = (decode_hparams if isinstance(decode_hparams, dict)
+                     else parse_overrides(DecodeHParams, decode_hparams or "", source))
+            decode_hparams = replace_fields(self.problem.decode_settings(run_defaults=run_defaults), given, source)
+            self.default_stop_alpha = default_stop_alpha(run_info, given)
+            check_alpha_search(self.default_stop_alpha, decode_hparams, given, source)
+        else:
+            self.default_stop_alpha = None  # settings given whole, the alpha with them
         forced_choices(decode_hparams.kernel_choices, source)  # a bad one is one line before TensorFlow loads
         # a language the model was not trained for, too
         target_languages.check_language(self.problem.target_languages, decode_hparams.target_language)
@@ -153,6 +157,29 @@ class TrainedRun:
     def token_filter(self):
         """The problem's constraints on the outputs (parsing's tree filter), or None."""
         return self.problem.token_filter(self.vocabularies)
+
+
+def default_stop_alpha(run_info: dict, given: dict) -> float | None:
+    """The alpha the trainer chose for this run under the default stop (run.json's alpha_choice),
+    when the settings decode with it (`given` sets no alpha); else None."""
+    choice = run_info.get("alpha_choice")
+    if not choice or choice.get("exact_search", False) or "alpha" in given:
+        return None
+    return run_info.get("decode_defaults", {}).get("alpha")
+
+
+def check_alpha_search(chosen_alpha: float | None, settings: DecodeHParams, given: dict, source: str):
+    """Refuses, in one line, exact search with the alpha the trainer chose under the default
+    stop (`chosen_alpha`, `default_stop_alpha`'s): a large alpha suits the default stop, which
+    ends a sentence before the length bonus pays for more words, but exact search follows it
+    into run-on outputs (docs/decoding.md, "When the search stops"). Alpha given with it decodes
+    as asked."""
+    if chosen_alpha is None or "alpha" in given or not settings.exact_search:
+        return
+    raise UsageError(
+        f"{source}: exact_search=true with alpha {chosen_alpha:g}, the alpha the trainer chose for the default stop "
+        f"(run.json), lengthens outputs into run-on text; give the alpha too, e.g. alpha=1.5 (the Multi30k "
+        f"recipe's with exact search).")
 
 
 def guided_alignment_defaults(hparams) -> dict:

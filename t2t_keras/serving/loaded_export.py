@@ -43,6 +43,7 @@ class LoadedExport:
 
     problem = None  # outputs are the model's text
     model = None  # no Keras model: the graphs only
+    default_stop_alpha = None  # its search is fixed, checked when it was exported
 
     def __init__(self, export_dir: str, settings: dict | None = None, source: str = "from_preset"):
         import tensorflow as tf

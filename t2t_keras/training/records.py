@@ -127,7 +127,7 @@ def duration(seconds: float) -> str:
 def choose_alpha(evaluator, run_dir: RunDir, alphas, step: int, sentences: int = 0) -> float:
     """The length-penalty alpha whose decoding of the first `sentences` dev sentences (0: the
     evaluations') scores best (the smaller of equals), recorded in run.json as the run's decode
-    default (and best/'s, if kept): the paper's 0.6 left a small model's outputs 9% short
+    default (and best/'s, if kept) with the search it was chosen under: the paper's 0.6 left a small model's outputs 9% short
     (docs/own_data.md, "Two text files in"), which a user should not have to find out.
     --decode_hparams=alpha=... still overrides it."""
     sources, references = evaluator.dev_examples(sentences)
@@ -136,8 +136,10 @@ def choose_alpha(evaluator, run_dir: RunDir, alphas, step: int, sentences: int =
                  scored, ", ".join(f"{a:g}" for a in alphas))
     scores = evaluator.scores_by_alpha(alphas, sources, references)
     alpha = max(alphas, key=lambda a: (scores[a], -a))
+    search = evaluator.translator.settings
     record = {"decode_defaults": {"alpha": alpha}, "alpha_choice": {
         "step": step, "sentences": scored, "metric": evaluator.problem.score_name,
+        "beam_size": search.beam_size, "exact_search": search.exact_search,
         "scores": {str(a): round(scores[a], 2) for a in alphas}}}
     for directory in (run_dir, RunDir(os.path.join(run_dir.path, BEST_DIR))):
         if directory.exists():

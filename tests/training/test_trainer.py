@@ -75,6 +75,14 @@ def test_trains_writes_the_run_record_and_evaluates(multi30k_data_dir, tmp_path)
         score = problem.score_outputs(translator.generate(sources, alpha=alpha), references).value
         assert choice["scores"][str(alpha)] == pytest.approx(score, abs=0.01), alpha
     assert translator.settings.alpha == result["alpha"] and TrainedRun.resolve(str(tmp_path / "run"), "alpha=1.1").decode_hparams.alpha == 1.1
+    # Chosen under the default stop (recorded), the alpha is not one for exact search: asked without an alpha, refused.
+    assert (choice["beam_size"], choice["exact_search"]) == (translator.settings.beam_size, False)
+    with pytest.raises(UsageError, match=r"^--decode_hparams: exact_search=true with alpha .* give the alpha too"):
+        TrainedRun.resolve(str(tmp_path / "run"), "beam_size=2,exact_search=true")
+    with pytest.raises(UsageError, match=r"^generate: exact_search=true with alpha"):
+        translator.generate(sources[:1], exact_search=True)
+    assert TrainedRun.resolve(str(tmp_path / "run"), {"exact_search": True, "alpha": 1.5}).decode_hparams.alpha == 1.5
+    assert len(translator.generate(sources[:1], exact_search=True, alpha=1.0)) == 1
 
 
 def test_a_resume_keeps_the_kernel_choices_and_adds_its_part_to_the_training_log(multi30k_data_dir, tmp_path, monkeypatch):
