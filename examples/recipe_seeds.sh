@@ -9,7 +9,8 @@
 #   each model: the last checkpoint alone, and the averages of the last 3 (the recipe) and 5;
 #   decoded with beam 8 at alpha 1.5 with exact search (the recipe), and for the average of 3
 #   also at alpha 1.0 and 2.0 (exact) and at 1.5 with the default stop; each arm's seeds 1 and
-#   2 also as one ensemble (the recipe's pair); dev2's per-token nll of every average of 3.
+#   2 also as one ensemble (the recipe's pair), of their averages of 3 and of their last checkpoints;
+#   dev2's per-token nll of every average of 3.
 #
 #   bash examples/recipe_seeds.sh                       # the three arms, seeds 1-3, arms alternating seed by seed
 #   SEEDS=1 ARMS="v2_bf16 v1_bf16" bash examples/recipe_seeds.sh   # a part of it
@@ -71,7 +72,9 @@ for seed in $SEEDS; do
     done
     reference_nll "${run}_avg3" "$OUT/dev2.en" "$OUT/dev2.de"
     if [ "$seed" = 2 ] && [ -f "$OUT/${name}_s1_avg3/checkpoint" ]; then
-      for split in dev dev2; do decode "$OUT/${name}_s1_avg3" "$split" pair_a1.5x "$recipe" --ensemble="${run}_avg3"; done
+      for n in 3 1; do
+        for split in dev dev2; do decode "$OUT/${name}_s1_avg$n" "$split" pair_a1.5x "$recipe" --ensemble="${run}_avg$n"; done
+      done
     fi
   done
 done
@@ -119,9 +122,11 @@ for split in ("dev", "dev2"):
                   + (f"  {cell(columns[-1], 8, 4)}" if split == "dev2" else "") + f"   ({len(done)} seeds)")
 print()
 for arm in arms:
-    pair = [number(os.path.join(out, f"{arm}_s1_avg3.{split}.pair_a1.5x.de.bleu")) for split in ("dev", "dev2")]
-    if None not in pair:
-        print(f"{arm}: seeds 1 + 2 as one ensemble (the recipe's pair): dev {pair[0]:.2f}, dev2 {pair[1]:.2f}")
+    for model, members in (("avg3", "averages of 3"), ("avg1", "last checkpoints")):
+        pair = [number(os.path.join(out, f"{arm}_s1_{model}.{split}.pair_a1.5x.de.bleu")) for split in ("dev", "dev2")]
+        if None not in pair:
+            print(f"{arm}: seeds 1 + 2 as one ensemble (the recipe's pair) of their {members}: "
+                  f"dev {pair[0]:.2f}, dev2 {pair[1]:.2f}")
 for arm in arms:
     for seed in seeds:
         path = os.path.join(out, f"{arm}_s{seed}", "run.json")
