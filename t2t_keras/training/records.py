@@ -127,9 +127,9 @@ def duration(seconds: float) -> str:
 def choose_alpha(evaluator, run_dir: RunDir, alphas, step: int, sentences: int = 0) -> float:
     """The length-penalty alpha whose decoding of the first `sentences` dev sentences (0: the
     evaluations') scores best (the smaller of equals), recorded in run.json as the run's decode
-    default (and best/'s, if kept) with the search it was chosen under: the paper's 0.6 left a small model's outputs 9% short
-    (docs/own_data.md, "Two text files in"), which a user should not have to find out.
-    --decode_hparams=alpha=... still overrides it."""
+    default (and best/'s, if kept) with the search it was chosen under (its beam and stop rule):
+    the paper's 0.6 left a small model's outputs 9% short (docs/own_data.md, "Two text files
+    in"), which a user should not have to find out. --decode_hparams=alpha=... still overrides it."""
     sources, references = evaluator.dev_examples(sentences)
     scored = len(sources)
     logging.info("Choosing the decoding alpha: decoding %d dev sentences with each of %s.",
