@@ -87,6 +87,8 @@ PY
 }
 run() { echo "$*" >> "$OUT/commands.sh"; "$@"; }  # run a command and record its line
 latest_checkpoint() { sed -n 's/^model_checkpoint_path: "\(.*\)"$/\1/p' "$1/checkpoint"; }  # an average is named after its newest step
+# averaged_count AVG_DIR: how many checkpoints the average holds (run.json), so a changed AVERAGE= makes it again.
+averaged_count() { "$BIN/python" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["averaged"]))' "$1/run.json" 2>/dev/null || true; }
 
 averaged_now=0  # 1 once a model's average is (re)made: the val decode is then redone
 # datagen PROBLEM DATA_DIR [FLAG...]: the vocabulary and shards (reused when complete).
@@ -105,7 +107,8 @@ train_and_average() {
   training_record "$train" $(( $(date +%s) - train_started ))
 
   if [ "$AVERAGE" -gt 1 ]; then step "average the last $AVERAGE checkpoints"; else step "the last checkpoint as the model"; fi
-  if [ -f "${train}_avg/checkpoint" ] && [ "$(latest_checkpoint "${train}_avg")" = "$(latest_checkpoint "$train")" ]; then
+  if [ -f "${train}_avg/checkpoint" ] && [ "$(latest_checkpoint "${train}_avg")" = "$(latest_checkpoint "$train")" ] \
+      && [ "$(averaged_count "${train}_avg")" = "$AVERAGE" ]; then
     echo "reusing ${train}_avg"
   else
     run "$BIN/t2t-keras-avg-checkpoints" --output_dir="$train" --num_last_checkpoints="$AVERAGE" --avg_dir="${train}_avg"
